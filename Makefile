@@ -1,0 +1,40 @@
+# servoloop: the two commands a new user runs.
+#   make run   set up .venv, then run the daemon on the built-in simulated robot
+#   make test  set up .venv, then run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.servoloop-installed
+PYX    := $(shell find core_cy firmware_bridge controller -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
+
+.PHONY: setup run test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the dependency list or the build changes.
+$(STAMP): pyproject.toml setup.py | $(PY)
+	$(PIP) install -q -U pip setuptools wheel "Cython>=3.0" "numpy>=1.26"
+	$(PIP) install -q --no-build-isolation -e ".[test]"
+	touch $(STAMP)
+
+# Incremental: recompiles only the .pyx files that changed.
+setup: $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+
+run: setup
+	$(VENV)/bin/servoloop run --duration 5
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(VENV)/bin/servoloop bench all
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf build $(VENV) *.egg-info
+	find core_cy firmware_bridge controller -name '*.so' -delete -o -name '*.c' -delete

@@ -1,0 +1,65 @@
+"""``servoloop bench NAME [--json]``: one module per benchmark in this folder.
+
+A benchmark module ``bench/NAME.py`` defines ``add_arguments(parser)``
+(optional) and ``run(args) -> dict`` returning the form of
+:func:`bench.common.report`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bench.common import print_report
+
+__all__ = ["register", "BENCHMARKS"]
+
+BENCHMARKS = {
+    "dynamics": "rigid-body kernels vs Pinocchio (core_cy)",
+    "bus": "host CPU per sync cycle vs dynamixel_sdk, cycle rate vs wire limit",
+    "loop": "control-loop jitter and missed ticks vs a plain Python loop",
+    "sim": "contact simulation steps vs MuJoCo mj_step, and agreement",
+}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="measure ours against the anchor, same process")
+    bsub = p.add_subparsers(dest="bench_name", metavar="NAME", required=True)
+    for name, helptext in BENCHMARKS.items():
+        bp = bsub.add_parser(name, help=helptext)
+        bp.add_argument("--json", action="store_true", help="print one JSON object")
+        bp.set_defaults(func=_run, bench_name=name)
+        mod = _module(name, strict=False)
+        if mod is not None and hasattr(mod, "add_arguments"):
+            mod.add_arguments(bp)
+    ap = bsub.add_parser("all", help="run every benchmark")
+    ap.add_argument("--json", action="store_true")
+    ap.set_defaults(func=_run_all)
+
+
+def _module(name: str, strict: bool = True):
+    try:
+        return importlib.import_module(f"bench.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"bench.{name}" or strict:
+            raise
+        return None
+
+
+def _run(args) -> int:
+    mod = _module(args.bench_name)
+    print_report(mod.run(args), args.json)
+    return 0
+
+
+def _run_all(args) -> int:
+    for name in BENCHMARKS:
+        parser_defaults = {}
+        mod = _module(name)
+        import argparse
+
+        p = argparse.ArgumentParser()
+        if hasattr(mod, "add_arguments"):
+            mod.add_arguments(p)
+        ns = p.parse_args([], namespace=argparse.Namespace(json=args.json, **parser_defaults))
+        print_report(mod.run(ns), args.json)
+    return 0
