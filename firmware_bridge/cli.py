@@ -1,7 +1,11 @@
-"""firmware_bridge subcommands: scan, virtual-bus (filled in by the bus work)."""
+"""firmware_bridge subcommands: ``scan`` and ``virtual-bus``."""
 
 __all__ = ["register"]
 
 
 def register(sub) -> None:
-    return None
+    from firmware_bridge.scan import register as register_scan
+    from firmware_bridge.virtual_bus.cli import register as register_virtual_bus
+
+    register_scan(sub)
+    register_virtual_bus(sub)
