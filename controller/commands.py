@@ -1,7 +1,383 @@
-"""controller subcommands: run, status, stop, log (filled in by the daemon work)."""
+"""controller subcommands: ``run``, ``status``, ``stop``, ``log export``, ``log plot``, ``log info``.
+
+Exit codes: 0 ok, 1 the run ended in a fault / a command failed, 2 bad
+input (config, arguments, telemetry file), 3 bus or hardware error while
+connecting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import threading
+from pathlib import Path
 
 __all__ = ["register"]
 
+EXIT_OK, EXIT_FAULT, EXIT_USAGE, EXIT_BUS = 0, 1, 2, 3
+
 
 def register(sub) -> None:
-    return None
+    _register_run(sub)
+    p = sub.add_parser("status", help="state of a running daemon (over its command socket)")
+    _socket_args(p)
+    p.add_argument("--json", action="store_true", help="print the raw status object")
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("stop", help="ask a running daemon to shut down cleanly")
+    _socket_args(p)
+    p.set_defaults(func=cmd_stop)
+    _register_log(sub)
+
+
+# ---------------------------------------------------------------------------
+# run
+
+
+def _register_run(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the control daemon (default: the built-in simulated quadruped)",
+        description="Run the fixed-rate control daemon. Without --config/--port it starts the "
+        "built-in simulated robot: a virtual servo bus process behind a pty.",
+    )
+    p.add_argument("--config", help="robot config YAML (default: the built-in --robot)")
+    p.add_argument("--robot", default="quadruped", help="built-in robot when no --config (default quadruped)")
+    p.add_argument("--port", help="serial port (overrides bus.port; none: built-in virtual bus)")
+    p.add_argument("--rate", type=float, help="loop rate, Hz (overrides loop.rate_hz)")
+    p.add_argument("--duration", type=float, help="run for S seconds of loop time, then shut down")
+    p.add_argument("--controller", help="controller name (overrides controller.name; params cleared "
+                   "unless it is the config's own)")
+    p.add_argument("--readonly", action="store_true", help="never write to the servos: no torque, no goals")
+    p.add_argument("--lockstep", action="store_true",
+                   help="simulated time against an in-process virtual bus (bit-reproducible)")
+    p.add_argument("--json", action="store_true", help="end by printing one JSON summary object")
+    p.add_argument("--telemetry", help="telemetry file (default logging.telemetry; 'none' for no file)")
+    p.add_argument("--socket", help="command socket path (default socket.path; 'none' for no socket)")
+    p.add_argument("--faults", help="fault SPEC for the built-in virtual bus (see servoloop virtual-bus)")
+    p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
+    p.add_argument("--quiet", action="store_true", help="no live status line")
+    p.set_defaults(func=cmd_run)
+
+
+def _load_cfg(args):
+    from controller.config import builtin_config, load_config
+
+    cfg = load_config(args.config) if args.config else builtin_config(args.robot)
+    over = {}
+    if args.rate is not None:
+        over["loop.rate_hz"] = float(args.rate)
+    if args.sched_fifo:
+        over["loop.sched_fifo"] = True
+    if args.controller and args.controller != cfg.controller.name:
+        from controller.config import ControllerConfig
+
+        over["controller"] = ControllerConfig(name=args.controller, params={})
+    return cfg.with_overrides(**over) if over else cfg
+
+
+def _path_arg(value):
+    if value is None:
+        return "auto"
+    return None if value.lower() == "none" else value
+
+
+def cmd_run(args) -> int:
+    from controller.errors import ConfigError, ConnectError, ControllerParamError
+
+    logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = _load_cfg(args)
+    except (ConfigError, ControllerParamError) as exc:
+        print(f"servoloop run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    vproc = None
+    lock = None
+    try:
+        try:
+            bus, clock = None, None
+            if args.lockstep:
+                from controller.runtime import make_lockstep
+
+                lock = make_lockstep(cfg, faults=args.faults)
+                bus, clock = lock.bus, lock.clock
+            else:
+                from controller.runtime import VirtualBusProcess, make_bus
+
+                port = args.port or cfg.bus.port
+                if port is None:
+                    vproc = VirtualBusProcess(cfg, faults=args.faults)
+                    port = vproc.start()
+                bus = make_bus(cfg, port)
+            from controller.daemon import Daemon
+
+            daemon = Daemon(cfg, bus, clock, readonly=args.readonly,
+                            telemetry_path=_path_arg(args.telemetry), socket_path=_path_arg(args.socket),
+                            install_signals=True)
+        except (ConfigError, ControllerParamError, ValueError) as exc:
+            print(f"servoloop run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except ConnectError as exc:
+            print(f"servoloop run: {exc}", file=sys.stderr)
+            return EXIT_BUS
+        printer = None
+        if not args.quiet:
+            printer = StatusLine(daemon, sys.stderr)
+            printer.start()
+        try:
+            summary = daemon.run(args.duration)
+        finally:
+            if printer is not None:
+                printer.stop()
+    finally:
+        if vproc is not None:
+            vproc.stop()
+        if lock is not None:
+            lock.close()
+    if args.json:
+        print(json.dumps(_finite(summary)))
+    else:
+        _print_summary(summary)
+    if summary["state"] == "fault":
+        connect_fault = any(f.startswith("connect:") for f in summary["faults"])
+        return EXIT_BUS if connect_fault else EXIT_FAULT
+    return EXIT_OK
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _print_summary(s: dict) -> None:
+    j = s["jitter_us"]
+    errs = ", ".join(f"{k} {v}" for k, v in sorted(s["bus_errors"].items())) or "none"
+    print(f"{s['robot']}: {s['state']} after {s['ticks']} ticks at {s['rate_hz']:.1f} Hz "
+          f"(controller {s['controller']}, stop: {s['stop_reason']})")
+    print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
+          f"missed {s['missed']}; bus errors: {errs}")
+    for f in s["faults"]:
+        print(f"  FAULT: {f}")
+    for w in s["warnings"]:
+        print(f"  warning: {w}")
+    if s.get("telemetry"):
+        print(f"  telemetry: {s['telemetry']}")
+
+
+class StatusLine:
+    """Prints rate, jitter p99, misses and bus errors to ``stream`` twice a second (own thread)."""
+
+    def __init__(self, daemon, stream, period_s: float = 0.5) -> None:
+        self.daemon = daemon
+        self.stream = stream
+        self.period_s = period_s
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="servoloop-status", daemon=True)
+        self._printed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        if self._printed and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def line(self) -> str:
+        d = self.daemon
+        errs = sum(d.bus_errors.values())
+        return (f"[servoloop] {d.lifecycle.state.label:<8} t={d._t_s():7.2f} s  rate {d._rate_now():7.1f} Hz  "
+                f"jitter p99 {d.jitter.percentile_us(99):7.1f} us  missed {d.rate.missed}  bus errors {errs}")
+
+    def _run(self) -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except (OSError, AttributeError):
+            pass
+        every = 1 if self.tty else 4  # a pipe or a log file gets a line every 2 s
+        k = 0
+        while not self._stop.wait(self.period_s):
+            k += 1
+            if k % every:
+                continue
+            try:
+                text = self.line()
+                self.stream.write(("\r" + text) if self.tty else text + "\n")
+                self.stream.flush()
+                self._printed = True
+            except (OSError, ValueError):
+                return
+
+
+# ---------------------------------------------------------------------------
+# status / stop
+
+
+def _socket_args(p) -> None:
+    p.add_argument("--socket", help="command socket path (default: the one running daemon's)")
+    p.add_argument("--robot", help="robot name, to find its default socket")
+
+
+def _find_socket(args) -> Path:
+    from controller.command_socket import default_socket_path
+    from controller.errors import CommandError
+
+    if args.socket:
+        return Path(args.socket)
+    if args.robot:
+        return default_socket_path(args.robot)
+    probe = default_socket_path("X")
+    found = sorted(probe.parent.glob(probe.name.replace("X.sock", "*.sock")))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CommandError(f"no daemon socket in {probe.parent} (is `servoloop run` running?)")
+    raise CommandError("several daemons are running; choose one with --socket: "
+                       + ", ".join(str(f) for f in found))
+
+
+def cmd_status(args) -> int:
+    from controller.command_socket import send_command
+    from controller.errors import CommandError
+
+    try:
+        reply = send_command(_find_socket(args), {"cmd": "status"})
+    except CommandError as exc:
+        print(f"servoloop status: {exc}", file=sys.stderr)
+        return EXIT_FAULT
+    if not reply.get("ok"):
+        print(f"servoloop status: {reply.get('error')}", file=sys.stderr)
+        return EXIT_FAULT
+    st = reply["status"]
+    if args.json:
+        print(json.dumps(st))
+        return EXIT_OK
+    j = st["jitter_us"]
+    print(f"{st['robot']}: {st['state']}  t={st['t_s']:.2f} s  tick {st['tick']}  rate {st['rate_hz']:.1f} Hz")
+    print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}  "
+          f"bus errors {st['bus_errors'] or 'none'}")
+    print(f"  controller: {st['controller']}")
+    for f in st["faults"]:
+        print(f"  FAULT: {f}")
+    return EXIT_OK
+
+
+def cmd_stop(args) -> int:
+    from controller.command_socket import send_command
+    from controller.errors import CommandError
+
+    try:
+        reply = send_command(_find_socket(args), {"cmd": "stop", "reason": "servoloop stop"})
+    except CommandError as exc:
+        print(f"servoloop stop: {exc}", file=sys.stderr)
+        return EXIT_FAULT
+    if not reply.get("ok"):
+        print(f"servoloop stop: {reply.get('error')}", file=sys.stderr)
+        return EXIT_FAULT
+    print("stop requested")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# log
+
+
+def _register_log(sub) -> None:
+    p = sub.add_parser("log", help="telemetry files: export, plot, info")
+    lsub = p.add_subparsers(dest="log_command", metavar="ACTION", required=True)
+    e = lsub.add_parser("export", help="telemetry to CSV and/or MCAP")
+    e.add_argument("file", help="telemetry file (.sltl)")
+    e.add_argument("--csv", help="CSV output path")
+    e.add_argument("--mcap", help="MCAP output path (needs the mcap package)")
+    e.set_defaults(func=cmd_log_export)
+    pl = lsub.add_parser("plot", help="joint tracking and loop timing to PNG")
+    pl.add_argument("file", help="telemetry file (.sltl)")
+    pl.add_argument("--out", required=True, help="PNG output path")
+    pl.set_defaults(func=cmd_log_plot)
+    i = lsub.add_parser("info", help="header, row count, events, damage report")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_log_info)
+
+
+def _read(path):
+    from controller.telemetry_format import read_telemetry
+
+    return read_telemetry(path)
+
+
+def cmd_log_export(args) -> int:
+    from controller.errors import TelemetryFormatError
+    from controller.log_export import export_csv, export_mcap
+
+    if not args.csv and not args.mcap:
+        print("servoloop log export: give --csv OUT and/or --mcap OUT", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        tel = _read(args.file)
+        for p in tel.problems:
+            print(f"servoloop log export: {args.file}: {p}", file=sys.stderr)
+        if args.csv:
+            n = export_csv(tel, args.csv)
+            print(f"{args.csv}: {n} rows")
+        if args.mcap:
+            n = export_mcap(tel, args.mcap)
+            print(f"{args.mcap}: {n} messages")
+    except (TelemetryFormatError, ImportError, OSError) as exc:
+        print(f"servoloop log export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_log_plot(args) -> int:
+    from controller.errors import TelemetryFormatError
+    from controller.log_plot import plot_telemetry
+
+    try:
+        tel = _read(args.file)
+        plot_telemetry(tel, args.out)
+    except (TelemetryFormatError, OSError) as exc:
+        print(f"servoloop log plot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(args.out)
+    return EXIT_OK
+
+
+def cmd_log_info(args) -> int:
+    from controller.errors import TelemetryFormatError
+
+    try:
+        tel = _read(args.file)
+    except TelemetryFormatError as exc:
+        print(f"servoloop log info: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    info = {"robot": tel.header.get("robot"), "rate_hz": tel.header.get("rate_hz"),
+            "rows": int(tel.data.shape[0]), "columns": len(tel.columns), "events": tel.events,
+            "summary": tel.summary, "truncated": tel.truncated, "gaps": tel.gaps,
+            "problems": tel.problems}
+    if args.json:
+        print(json.dumps(_finite(info)))
+    else:
+        print(f"{args.file}: robot {info['robot']}, {info['rows']} rows x {info['columns']} columns "
+              f"at {info['rate_hz']} Hz; {'clean end' if tel.summary else 'no summary (crash or kill)'}")
+        for ev in tel.events:
+            print(f"  [{ev.get('tick')}] {ev.get('kind')}: {ev.get('message')}")
+        for p in tel.problems:
+            print(f"  damaged: {p}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers())

@@ -15,11 +15,20 @@ __all__ = [
     "HardwareErrorStatus",
     "ModelMismatchError",
     "UnknownModelError",
+    "UnsafeOperationError",
 ]
 
 
 class BridgeError(Exception):
-    """Base of every firmware_bridge error."""
+    """Base of every firmware_bridge error.
+
+    A failed group read (sync/bulk) raises the error of its first failed
+    servo with two extra attributes: ``failed_ids`` (tuple of ids) and
+    ``failures`` ({id: exception}); the other errors leave them empty.
+    """
+
+    failed_ids: tuple = ()
+    failures: dict = {}
 
 
 class PortError(BridgeError):
@@ -82,3 +91,8 @@ class ModelMismatchError(BridgeError):
 
 class UnknownModelError(BridgeError, KeyError):
     """No control table for that model name or number."""
+
+
+class UnsafeOperationError(BridgeError):
+    """A destructive operation (factory reset, ...) was asked for without ``confirm=True``."""
+

@@ -1,0 +1,202 @@
+"""``servoloop bench bus``: host CPU per control cycle, ours vs dynamixel_sdk, same bus, same run.
+
+One cycle = one sync read of present current+velocity+position (10 bytes,
+address 126..135) from 12 servos + one sync write of goal position (4
+bytes), converted from/to SI on our side and from raw integers with a
+Python scale on the SDK side (what a user of GroupSyncRead writes).
+
+- ``cpu_per_cycle_us``: ``time.process_time`` per cycle (user + system CPU
+  of this process; time blocked in ``ppoll`` costs nothing, the SDK's busy
+  polling does).  Anchor: dynamixel_sdk GroupSyncRead/GroupSyncWrite.
+- ``cycle_rate_hz`` (``--wire-timing``): achieved cycles per second when
+  the virtual bus delays every reply by its wire time at 4 Mbps; anchor:
+  the wire-time limit, 10 bits per byte over every byte of the cycle
+  (12 servos: 352 bytes, 880 us, 1136 Hz).
+
+Without ``--port`` the benchmark starts ``servoloop virtual-bus`` itself.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from bench.common import Row, interleaved_times, report
+
+__all__ = ["add_arguments", "run", "wire_limit_hz", "cycle_bytes"]
+
+ADDR, LEN = 126, 10          # present_current (126, 2) .. present_position (132, 4)
+GOAL_ADDR, GOAL_LEN = 116, 4
+MODEL = "XM430-W350"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--port", help="a bus to use (pty of a running virtual bus, or hardware); "
+                                  "default: start a virtual bus")
+    p.add_argument("--wire-timing", action="store_true",
+                   help="also measure the cycle rate at 4 Mbps against the wire-time limit")
+    p.add_argument("--servos", type=int, default=12, help="number of servos, ids 1..n (default 12)")
+    p.add_argument("--baud", type=int, default=4_000_000)
+    p.add_argument("--cycles", type=int, default=300, help="cycles per timed block (default 300)")
+    p.add_argument("--repeats", type=int, default=5, help="timed blocks per side (default 5)")
+
+
+def cycle_bytes(n: int) -> int:
+    """Bytes on the wire per cycle (Protocol 2.0): sync read + n replies + sync write."""
+    sync_read = 14 + n
+    replies = n * (11 + LEN)
+    sync_write = 14 + n * (1 + GOAL_LEN)
+    return sync_read + replies + sync_write
+
+
+def wire_limit_hz(n: int, baud: int) -> float:
+    return baud / (10.0 * cycle_bytes(n))
+
+
+class _VirtualBus:
+    """``servoloop virtual-bus`` as a child process; the pty path is its first stdout line."""
+
+    def __init__(self, n: int, baud: int, wire_timing: bool):
+        cmd = [sys.executable, "-m", "controller.cli", "virtual-bus", "--servos", f"1-{n}:{MODEL}",
+               "--baud", str(baud), "--return-delay", "0"]
+        if wire_timing:
+            cmd.append("--wire-timing")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=root)
+        self.port = self.proc.stdout.readline().strip()
+        if not self.port:
+            err = self.proc.stderr.read()
+            self.close()
+            raise RuntimeError(f"virtual bus did not start: {err.strip()}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _ours(port: str, n: int, baud: int):
+    from firmware_bridge.bus import Bus, ServoSpec
+
+    bus = Bus(port, baud, 2, [ServoSpec(i, MODEL) for i in range(1, n + 1)])
+    bus.open()
+    bus.connect()
+    reader = bus.sync_reader(["present_current", "present_velocity", "present_position"])
+    writer = bus.sync_writer("goal_position")
+    goal = np.linspace(-0.5, 0.5, n)   # rad; converted to raw inside the writer
+    failures = [0]
+
+    def cycle():
+        try:
+            reader.read()
+        except Exception:
+            failures[0] += 1
+        writer.write(goal)
+
+    return bus, cycle, failures
+
+
+def _sdk(port: str, n: int, baud: int):
+    from firmware_bridge.sdk import sdk as dxl
+
+    ph = dxl.PortHandler(port)
+    if not (ph.openPort() and ph.setBaudRate(baud)):
+        raise RuntimeError(f"dynamixel_sdk could not open {port}")
+    pk = dxl.PacketHandler(2.0)
+    ids = list(range(1, n + 1))
+    gr = dxl.GroupSyncRead(ph, pk, ADDR, LEN)
+    for i in ids:
+        gr.addParam(i)
+    gw = dxl.GroupSyncWrite(ph, pk, GOAL_ADDR, GOAL_LEN)
+    for i in ids:
+        gw.addParam(i, [0, 8, 0, 0])
+    pos_scale = 2 * math.pi / 4096
+    vel_scale = 0.229 * 2 * math.pi / 60
+    cur_scale = 0.00269
+    values = np.zeros((3, n))
+    goal = np.linspace(-0.5, 0.5, n)
+    failures = [0]
+
+    def signed(v, bits):
+        return v - (1 << bits) if v >> (bits - 1) else v
+
+    def cycle():
+        if gr.txRxPacket() != dxl.COMM_SUCCESS:
+            failures[0] += 1
+        for k, i in enumerate(ids):
+            values[0, k] = signed(gr.getData(i, 126, 2), 16) * cur_scale
+            values[1, k] = signed(gr.getData(i, 128, 4), 32) * vel_scale
+            values[2, k] = (signed(gr.getData(i, 132, 4), 32) - 2048) * pos_scale
+        for k, i in enumerate(ids):
+            raw = int(round(goal[k] / pos_scale)) + 2048
+            gw.changeParam(i, list((raw & 0xFFFFFFFF).to_bytes(4, "little")))
+        gw.txPacket()
+
+    return ph, cycle, failures
+
+
+def _rate(cycle, seconds: float = 1.0) -> float:
+    """Cycles per wall-clock second over ``seconds``."""
+    for _ in range(20):
+        cycle()
+    t0 = time.perf_counter()
+    k = 0
+    while time.perf_counter() - t0 < seconds:
+        cycle()
+        k += 1
+    return k / (time.perf_counter() - t0)
+
+
+def run(args) -> dict:
+    n = getattr(args, "servos", 12)
+    baud = getattr(args, "baud", 4_000_000)
+    cycles = getattr(args, "cycles", 300)
+    repeats = getattr(args, "repeats", 5)
+    wire = getattr(args, "wire_timing", False)
+    port = getattr(args, "port", None)
+    rows = []
+    vb = None
+    try:
+        if port is None:
+            vb = _VirtualBus(n, baud, wire_timing=False)
+            port = vb.port
+        bus, ours, f_ours = _ours(port, n, baud)
+        sdk_port, sdk, f_sdk = _sdk(port, n, baud)
+        for _ in range(20):
+            ours()
+            sdk()
+        t_ours, t_sdk = interleaved_times(ours, sdk, cycles, repeats, clock=time.process_time)
+        case = f"{n} servos sync read {LEN} B + sync write {GOAL_LEN} B"
+        rows.append(Row(case, "cpu_per_cycle_us", "us", t_ours * 1e6, "dynamixel_sdk", t_sdk * 1e6))
+        bus.close()
+        sdk_port.closePort()
+        if f_ours[0] or f_sdk[0]:
+            print(f"bench bus: failed reads: ours {f_ours[0]}, dynamixel_sdk {f_sdk[0]}", file=sys.stderr)
+        if wire:
+            if vb is not None:
+                vb.close()
+                vb = _VirtualBus(n, baud, wire_timing=True)
+                port = vb.port
+            bus, ours, f_ours = _ours(port, n, baud)
+            rate = _rate(ours)
+            bus.close()
+            limit = wire_limit_hz(n, baud)
+            rows.append(Row(f"{n} servos at {baud // 1000} kbps, wire timing", "cycle_rate_hz", "Hz",
+                            rate, "wire-time limit", limit))
+            if f_ours[0]:
+                print(f"bench bus: failed reads at wire timing: {f_ours[0]}", file=sys.stderr)
+    finally:
+        if vb is not None:
+            vb.close()
+    return report("bus", rows)

@@ -1,0 +1,119 @@
+"""``servoloop bench dynamics``: core_cy kernels vs Pinocchio, same process.
+
+Per-call time from Python of rnea, crba and aba on ur5, solo12 and talos
+(example-robot-data), ours and Pinocchio's interleaved on the same model and
+the same state; and the batch forms (rnea_batch, aba_batch, regressor_batch
+over N states, GIL released) against a Python loop over Pinocchio.
+Rows: case "ROBOT/KERNEL", ratio = ours / pinocchio (below 1 is faster).
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import Row, interleaved_times, report
+
+__all__ = ["add_arguments", "run", "ROBOTS"]
+
+# name -> (file below example-robot-data's robots folder, floating_base)
+ROBOTS = {
+    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
+    "solo12": ("solo_description/robots/solo12.urdf", True),
+    "talos": ("talos_data/robots/talos_reduced.urdf", True),
+}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--robots", default=",".join(ROBOTS),
+                        help="comma-separated subset of " + ",".join(ROBOTS))
+    parser.add_argument("--number", type=int, default=2000,
+                        help="calls per timed block (single-call rows)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed blocks, best kept")
+    parser.add_argument("--batch", type=int, default=1000, help="states per batch call (N)")
+    parser.add_argument("--no-batch", action="store_true", help="skip the batch rows")
+
+
+def _erd_root() -> Path:
+    return (Path(sysconfig.get_paths()["purelib"])
+            / "cmeel.prefix/share/example-robot-data/robots")
+
+
+def _states(model, n, seed=0):
+    rng = np.random.default_rng(seed)
+    Q = rng.uniform(-1.0, 1.0, (n, model.nq))
+    if model.floating_base:
+        Q[:, 3:7] /= np.linalg.norm(Q[:, 3:7], axis=1, keepdims=True)
+    return Q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+
+
+def _single_rows(name, model, data, pm, pd, args, core_cy, pin):
+    Q, V, A = _states(model, 1)
+    q, v, a = Q[0].copy(), V[0].copy(), A[0].copy()
+    cases = {
+        "rnea": (lambda: core_cy.rnea(model, data, q, v, a), lambda: pin.rnea(pm, pd, q, v, a)),
+        "crba": (lambda: core_cy.crba(model, data, q), lambda: pin.crba(pm, pd, q)),
+        "aba": (lambda: core_cy.aba(model, data, q, v, a), lambda: pin.aba(pm, pd, q, v, a)),
+    }
+    rows = []
+    for kernel, (ours, anchor) in cases.items():
+        t_o, t_a = interleaved_times(ours, anchor, args.number, args.repeats)
+        rows.append(Row(f"{name}/{kernel}", "time_per_call_us", "us", t_o * 1e6,
+                        "pinocchio", t_a * 1e6))
+    return rows
+
+
+def _batch_rows(name, model, data, pm, pd, args, core_cy, pin):
+    n = args.batch
+    Q, V, A = _states(model, n, seed=1)
+    T = np.empty((n, model.nv))
+    Y = np.empty((n, model.nv, 10 * model.nbodies + 4 * model.n_actuated))
+
+    def loop(fn):
+        def run_loop():
+            for k in range(n):
+                fn(pm, pd, Q[k], V[k], A[k])
+        return run_loop
+
+    cases = {
+        "rnea_batch": (lambda: core_cy.rnea_batch(model, Q, V, A, out=T, data=data),
+                       loop(pin.rnea)),
+        "aba_batch": (lambda: core_cy.aba_batch(model, Q, V, A, out=T, data=data),
+                      loop(pin.aba)),
+        "regressor_batch": (lambda: core_cy.regressor_batch(model, Q, V, A, out=Y, data=data),
+                            loop(pin.computeJointTorqueRegressor)),
+    }
+    rows = []
+    number = max(1, args.number // n)
+    for kernel, (ours, anchor) in cases.items():
+        t_o, t_a = interleaved_times(ours, anchor, number, max(3, args.repeats // 2))
+        rows.append(Row(f"{name}/{kernel}[N={n}]", "time_per_batch_us", "us", t_o * 1e6,
+                        "pinocchio_python_loop", t_a * 1e6))
+    return rows
+
+
+def run(args) -> dict:
+    import pinocchio as pin
+
+    import core_cy
+
+    rows = []
+    root = _erd_root()
+    for name in [s for s in getattr(args, "robots", ",".join(ROBOTS)).split(",") if s]:
+        if name not in ROBOTS:
+            raise SystemExit(f"bench dynamics: unknown robot {name!r}; choose from {list(ROBOTS)}")
+        rel, floating = ROBOTS[name]
+        path = root / rel
+        if not path.is_file():
+            raise SystemExit(f"bench dynamics: {path} not found (install example-robot-data)")
+        model = core_cy.Model.from_urdf(path, floating_base=floating)
+        data = core_cy.Data(model)
+        pm = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if floating
+              else pin.buildModelFromUrdf(str(path)))
+        pd = pm.createData()
+        rows += _single_rows(name, model, data, pm, pd, args, core_cy, pin)
+        if not getattr(args, "no_batch", False):
+            rows += _batch_rows(name, model, data, pm, pd, args, core_cy, pin)
+    return report("dynamics", rows)

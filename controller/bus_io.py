@@ -1,0 +1,96 @@
+"""Group reads over servos of mixed models, in the config's servo order.
+
+``Bus.sync_reader`` needs every servo of a reader to have the same register
+layout; a robot mixing e.g. XM430 (present_current, A) and XL430
+(present_load, fraction) gets one reader per model here, merged into (n,)
+arrays in config order.  With one model (the usual case) the arrays are the
+bus reader's own, with no copy per tick.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["JointReader", "effort_register"]
+
+
+def effort_register(table) -> str | None:
+    """The register a servo reports its effort in: present_current, else present_load, else None."""
+    for name in ("present_current", "present_load"):
+        if name in table.registers:
+            return name
+    return None
+
+
+class JointReader:
+    """One logical group read of ``names`` (+ ``"effort"``) from every configured servo.
+
+    Parameters
+    ----------
+    bus : firmware_bridge.bus.Bus (open)
+    ids : sequence of int, servo ids in config order
+    tables : sequence of ControlTable, same order
+    names : registers to read from every servo
+    effort : also read each servo's effort register into ``values["effort"]``
+
+    Attributes
+    ----------
+    values : dict name -> float64 (n,), SI, config order; NaN where a read failed
+    effort_units : list of str, per servo (``"A"`` or ``"ratio"``), when ``effort``
+    """
+
+    def __init__(self, bus, ids, tables, names, effort: bool = False) -> None:
+        self.bus = bus
+        self.ids = list(ids)
+        n = len(self.ids)
+        self.names = list(names)
+        groups: dict[tuple, list[int]] = {}
+        for i, t in enumerate(tables):
+            eff = effort_register(t) if effort else None
+            groups.setdefault((t.name, eff), []).append(i)
+        self.groups = []
+        for (model, eff), idx in groups.items():
+            regs = self.names + ([eff] if eff else [])
+            reader = bus.sync_reader(regs, ids=[self.ids[i] for i in idx])
+            self.groups.append((reader, np.array(idx, dtype=np.intp), eff))
+        self.effort_units = []
+        if effort:
+            self.effort_units = [
+                (t.registers[effort_register(t)].unit if effort_register(t) else "") for t in tables
+            ]
+        single = len(self.groups) == 1 and list(self.groups[0][1]) == list(range(n))
+        self._copy = not single
+        if single:
+            reader, _, eff = self.groups[0]
+            self.values = {name: reader.values[name] for name in self.names}
+            self.values["effort"] = reader.values[eff] if eff else np.full(n, np.nan)
+        else:
+            self.values = {name: np.full(n, np.nan) for name in self.names}
+            self.values["effort"] = np.full(n, np.nan)
+
+    def read(self) -> None:
+        """Read every group; on failure raise the first error with ``failures`` of all groups.
+
+        A PortError is raised at once.  Failed servos read NaN.
+        """
+        first = None
+        failures: dict = {}
+        for reader, idx, eff in self.groups:
+            try:
+                reader.read()
+            except Exception as exc:
+                if type(exc).__name__ == "PortError" or not hasattr(exc, "failures"):
+                    raise
+                if first is None:
+                    first = exc
+                failures.update(getattr(exc, "failures", None) or {})
+            if self._copy:
+                for name in self.names:
+                    self.values[name][idx] = reader.values[name]
+                if eff:
+                    self.values["effort"][idx] = reader.values[eff]
+        if first is not None:
+            if len(self.groups) > 1:
+                first.failures = failures
+                first.failed_ids = tuple(sorted(failures))
+            raise first

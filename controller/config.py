@@ -1,0 +1,442 @@
+"""Robot config: frozen dataclasses with typed defaults, a YAML file on top.
+
+The schema (every key optional except ``servos``)::
+
+    robot: quadruped
+    model: {urdf: quadruped.urdf, floating_base: true}   # or {name: quadruped}
+    bus: {port: null, baud: 4000000, protocol: 2}        # port null: built-in virtual bus
+    servos:
+      - {id: 1, model: XM430-W350, joint: lf_hip_abad, offset: 0.0, direction: 1,
+         min: -0.8, max: 0.8}
+    loop: {rate_hz: 1000}
+    controller: {name: hold, params: {}}
+    startup: {ramp_s: 1.0}
+    shutdown: {mode: torque_off, stop_cycles: 5}
+    safety: {max_temperature_c: 70, comm_error_window: 200, comm_error_rate: 0.05, ...}
+    logging: {telemetry: auto}
+    socket: {path: auto}
+
+A key the schema does not have is an error naming the key, its section and
+the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
+back to a default.  Joint angles relate to servo angles by
+``q_servo = direction * q_joint + offset`` (rad), so ``offset`` is the servo
+reading at joint zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.errors import ConfigError
+
+__all__ = [
+    "BusConfig",
+    "ServoConfig",
+    "ModelConfig",
+    "LoopConfig",
+    "ControllerConfig",
+    "StartupConfig",
+    "ShutdownConfig",
+    "SafetyConfig",
+    "LoggingConfig",
+    "SocketConfig",
+    "RobotConfig",
+    "load_config",
+    "config_from_dict",
+    "builtin_config",
+    "SERVO_MODES",
+    "SHUTDOWN_MODES",
+]
+
+SERVO_MODES = ("position", "current_position", "current")
+SHUTDOWN_MODES = ("hold", "torque_off")
+HARDWARE_ERROR_REACTIONS = ("fault", "reboot")
+
+
+@dataclass(frozen=True)
+class BusConfig:
+    """Serial bus: ``port`` None means the built-in virtual servo bus."""
+
+    port: str | None = None
+    baud: int = 1_000_000
+    protocol: int = 2
+    fix_latency_timer: bool = True  # FTDI default is 16 ms per reply (field notes a1)
+    fix_return_delay: bool = True  # default RDT 500 us per servo per read (a2)
+
+
+@dataclass(frozen=True)
+class ServoConfig:
+    """One servo and the joint it drives.
+
+    ``min``/``max`` are joint limits (rad).  ``torque_constant`` (N*m/A)
+    converts torque to current for current-mode servos;
+    ``position_stiffness`` (N*m/rad, from calibration) converts torque to a
+    goal offset for position-only servos.
+    """
+
+    id: int
+    model: str
+    joint: str
+    offset: float = 0.0
+    direction: int = 1
+    min: float = -3.14159
+    max: float = 3.14159
+    mode: str = "position"
+    torque_constant: float | None = None
+    position_stiffness: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Dynamics model: a built-in robot ``name`` or a ``urdf`` path (relative to the config)."""
+
+    name: str | None = None
+    urdf: str | None = None
+    floating_base: bool = False
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Loop rate and real-time settings (each refused setting is a warning, not an error)."""
+
+    rate_hz: float = 1000.0
+    spin_s: float = 0.0  # busy-wait tail before each deadline
+    sched_fifo: bool = False
+    priority: int = 80
+    lock_memory: bool = False
+    cpus: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Controller by registry name (or ``package.module:Class``) and its parameters."""
+
+    name: str = "hold"
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    """Ramp from the present pose to the controller's first command over ``ramp_s`` s."""
+
+    ramp_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    """``hold``: keep torque on at the last pose; ``torque_off``: release every servo.
+
+    Either way ``stop_cycles`` ticks of goal := present are sent first.
+    """
+
+    mode: str = "torque_off"
+    stop_cycles: int = 5
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Fault thresholds.  ``None`` disables a check."""
+
+    position_margin: float = 0.1  # rad past a joint limit (measured) before a fault
+    max_temperature_c: float | None = 70.0
+    min_voltage_v: float | None = None
+    max_voltage_v: float | None = None
+    comm_error_window: int = 200  # ticks (Bit-Bots: >5 % of 200 reads)
+    comm_error_rate: float = 0.05
+    max_consecutive_comm_errors: int = 5
+    max_consecutive_missed: int | None = 100
+    monitor_every: int = 10  # ticks between temperature / voltage / error-bit checks
+    on_hardware_error: str = "fault"  # or "reboot": reboot the servo, restore it, go on
+    max_reboots: int = 1
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Telemetry file: ``auto`` = runs/ROBOT-TIME.sltl, ``null`` = no file."""
+
+    telemetry: str | None = "auto"
+    flush_s: float = 0.25
+    ring_s: float = 4.0
+    level: str = "info"
+
+
+@dataclass(frozen=True)
+class SocketConfig:
+    """Command socket path: ``auto`` = $XDG_RUNTIME_DIR or /tmp, ``null`` = none."""
+
+    path: str | None = "auto"
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """The whole daemon config.  ``source`` is the file it came from (or None)."""
+
+    servos: tuple[ServoConfig, ...]
+    robot: str = "robot"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    bus: BusConfig = field(default_factory=BusConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    startup: StartupConfig = field(default_factory=StartupConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    socket: SocketConfig = field(default_factory=SocketConfig)
+    source: str | None = None
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder relative paths in the config are taken from."""
+        return Path(self.source).resolve().parent if self.source else Path.cwd()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(s.joint for s in self.servos)
+
+    @property
+    def n(self) -> int:
+        return len(self.servos)
+
+    def urdf_path(self) -> Path | None:
+        """Absolute URDF path of the dynamics model, or None when there is none."""
+        if self.model.urdf:
+            p = Path(self.model.urdf)
+            return p if p.is_absolute() else self.base_dir / p
+        if self.model.name:
+            from robots import urdf_path
+
+            return urdf_path(self.model.name)
+        return None
+
+    def with_overrides(self, **changes: Any) -> RobotConfig:
+        """A copy with dotted overrides, e.g. ``{"loop.rate_hz": 500}``; checked like the file."""
+        cfg = self
+        for dotted, value in changes.items():
+            section, _, key = dotted.partition(".")
+            if key:
+                sub = getattr(cfg, section)
+                cfg = replace(cfg, **{section: replace(sub, **{key: value})})
+            else:
+                cfg = replace(cfg, **{section: value})
+        _validate(cfg, cfg.source)
+        return cfg
+
+
+# ---------------------------------------------------------------------------
+# Generic dict -> dataclass conversion with precise errors.
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(tp: Any, value: Any, where: str, path: str | None) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        errors = []
+        for a in inner:
+            try:
+                return _convert(a, value, where, path)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}", path, where)
+        return _build(tp, value, where, path)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {value!r}", path, where)
+        return tuple(_convert(args[0], v, f"{where}[{i}]", path) for i, v in enumerate(value))
+    if tp is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}", path, where)
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}", path, where)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}", path, where)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r}", path, where)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}", path, where)
+        return value
+    raise ConfigError(f"{where}: unsupported type {_type_name(tp)}", path, where)  # pragma: no cover
+
+
+def _build(cls: type, data: dict, section: str, path: str | None):
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in fields(cls) if f.name != "source"}
+    for key in data:
+        if key not in names:
+            choices = ", ".join(sorted(names))
+            where = f"{section}.{key}" if section else str(key)
+            raise ConfigError(
+                f"unknown key {key!r} in section {section or 'top level'!r} "
+                f"(at {where}); known keys: {choices}",
+                path,
+                where,
+            )
+    kwargs = {}
+    for f in fields(cls):
+        if f.name == "source" or f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                if f.name != "source":
+                    where = f"{section}.{f.name}" if section else f.name
+                    raise ConfigError(f"missing required key {where!r}", path, where)
+            continue
+        where = f"{section}.{f.name}" if section else f.name
+        kwargs[f.name] = _convert(hints[f.name], data[f.name], where, path)
+    return cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Semantic checks: limits, uniqueness, choices.
+
+
+def _validate(cfg: RobotConfig, path: str | None) -> None:
+    def err(msg: str, key: str) -> ConfigError:
+        return ConfigError(msg, path, key)
+
+    if not cfg.servos:
+        raise err("servos: at least one servo is needed", "servos")
+    seen_ids: dict[int, int] = {}
+    seen_joints: dict[str, int] = {}
+    for i, s in enumerate(cfg.servos):
+        where = f"servos[{i}] (id {s.id}, joint {s.joint!r})"
+        if not 0 <= s.id <= 252:
+            raise err(f"{where}: id must be 0..252", f"servos[{i}].id")
+        if s.id in seen_ids:
+            raise err(f"{where}: id {s.id} already used by servos[{seen_ids[s.id]}]", f"servos[{i}].id")
+        if s.joint in seen_joints:
+            raise err(f"{where}: joint already driven by servos[{seen_joints[s.joint]}]", f"servos[{i}].joint")
+        seen_ids[s.id] = i
+        seen_joints[s.joint] = i
+        if s.direction not in (1, -1):
+            raise err(f"{where}: direction must be 1 or -1, got {s.direction}", f"servos[{i}].direction")
+        if not s.min < s.max:
+            raise err(f"{where}: min {s.min} must be below max {s.max} (rad)", f"servos[{i}].min")
+        if s.mode not in SERVO_MODES:
+            raise err(f"{where}: mode {s.mode!r} is not one of {SERVO_MODES}", f"servos[{i}].mode")
+        if s.mode == "current" and not s.torque_constant:
+            raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
+    b = cfg.bus
+    if b.protocol not in (1, 2):
+        raise err(f"bus.protocol must be 1 or 2, got {b.protocol}", "bus.protocol")
+    if b.baud <= 0:
+        raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
+    lp = cfg.loop
+    if not lp.rate_hz > 0:
+        raise err(f"loop.rate_hz must be > 0, got {lp.rate_hz}", "loop.rate_hz")
+    if lp.spin_s < 0 or lp.spin_s >= 1.0 / lp.rate_hz:
+        raise err(f"loop.spin_s must be in [0, one period), got {lp.spin_s}", "loop.spin_s")
+    if cfg.startup.ramp_s < 0:
+        raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
+    sd = cfg.shutdown
+    if sd.mode not in SHUTDOWN_MODES:
+        raise err(f"shutdown.mode {sd.mode!r} is not one of {SHUTDOWN_MODES}", "shutdown.mode")
+    if sd.stop_cycles < 1:
+        raise err(f"shutdown.stop_cycles must be >= 1, got {sd.stop_cycles}", "shutdown.stop_cycles")
+    sf = cfg.safety
+    if sf.comm_error_window < 1:
+        raise err("safety.comm_error_window must be >= 1", "safety.comm_error_window")
+    if not 0 <= sf.comm_error_rate <= 1:
+        raise err("safety.comm_error_rate must be in [0, 1]", "safety.comm_error_rate")
+    if sf.max_consecutive_comm_errors < 1:
+        raise err("safety.max_consecutive_comm_errors must be >= 1", "safety.max_consecutive_comm_errors")
+    if sf.monitor_every < 1:
+        raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
+    if sf.on_hardware_error not in HARDWARE_ERROR_REACTIONS:
+        raise err(
+            f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {HARDWARE_ERROR_REACTIONS}",
+            "safety.on_hardware_error",
+        )
+    if cfg.model.name and cfg.model.urdf:
+        raise err("model: give either name or urdf, not both", "model")
+    if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
+        raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
+
+
+# ---------------------------------------------------------------------------
+# Entry points.
+
+
+def config_from_dict(data: dict, path: str | os.PathLike | None = None) -> RobotConfig:
+    """Build and check a :class:`RobotConfig` from parsed YAML.
+
+    Parameters
+    ----------
+    data : dict
+        The YAML document.  ``model`` may also be a plain string: a built-in
+        robot name, or a path ending in ``.urdf``.
+    path : path-like or None
+        File the data came from (named in errors; base of relative paths).
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the section and the key.
+    """
+    spath = str(path) if path is not None else None
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping, got {type(data).__name__}", spath)
+    data = dict(data)
+    if isinstance(data.get("model"), str):
+        m = data["model"]
+        data["model"] = {"urdf": m} if m.endswith(".urdf") else {"name": m}
+    cfg = _build(RobotConfig, data, "", spath)
+    cfg = replace(cfg, source=spath)
+    _validate(cfg, spath)
+    return cfg
+
+
+def load_config(path: str | os.PathLike) -> RobotConfig:
+    """Read a robot config YAML file.
+
+    Raises
+    ------
+    ConfigError
+        File missing, not YAML (with line), unknown key, bad value.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", str(p)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"not valid YAML{at}: {getattr(exc, 'problem', exc)}", str(p)) from exc
+    return config_from_dict(data if data is not None else {}, p)
+
+
+def builtin_config(name: str) -> RobotConfig:
+    """The config of the built-in robot ``name`` (``robots/NAME/NAME.yaml``)."""
+    from robots import config_path
+
+    try:
+        path = config_path(name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return load_config(path)

@@ -1,0 +1,84 @@
+"""Controllers by name: one module each, one interface (:class:`Controller`).
+
+Built-ins are imported lazily, so a controller whose optional dependency is
+missing (``gravity_comp`` needs ``core_cy``) does not break the others.  A
+user adds one with :func:`register` or by naming ``package.module:Class``
+in the config.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from controller.controllers.base import Command, Controller, ControllerContext, JointState
+from controller.errors import ControllerParamError
+
+__all__ = [
+    "Controller",
+    "ControllerContext",
+    "Command",
+    "JointState",
+    "register",
+    "get_controller_class",
+    "make_controller",
+    "available",
+    "BUILTIN",
+]
+
+BUILTIN = {
+    "hold": "controller.controllers.hold:HoldController",
+    "trajectory": "controller.controllers.trajectory:TrajectoryController",
+    "gravity_comp": "controller.controllers.gravity_comp:GravityCompController",
+}
+_REGISTRY: dict[str, type[Controller]] = {}
+
+
+def register(name: str, cls: type[Controller]) -> None:
+    """Make ``cls`` available under ``name`` (overrides a built-in of that name)."""
+    if not (isinstance(cls, type) and issubclass(cls, Controller)):
+        raise TypeError(f"register({name!r}, ...): {cls!r} is not a Controller subclass")
+    _REGISTRY[name] = cls
+
+
+def available() -> list[str]:
+    """Names that :func:`get_controller_class` accepts (besides ``module:Class``)."""
+    return sorted(set(BUILTIN) | set(_REGISTRY))
+
+
+def _import(spec: str, name: str) -> type[Controller]:
+    mod_name, _, attr = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+        cls = getattr(mod, attr)
+    except (ImportError, AttributeError) as exc:
+        raise ControllerParamError(f"controller {name!r}: cannot import {spec}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Controller)):
+        raise ControllerParamError(f"controller {name!r}: {spec} is not a Controller subclass")
+    return cls
+
+
+def get_controller_class(name: str) -> type[Controller]:
+    """The controller class for a registry name or ``package.module:Class``.
+
+    Raises
+    ------
+    ControllerParamError
+        Unknown name (lists the known ones) or an import that fails.
+    """
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in BUILTIN:
+        cls = _import(BUILTIN[name], name)
+        _REGISTRY[name] = cls
+        return cls
+    if ":" in name:
+        return _import(name, name)
+    raise ControllerParamError(
+        f"unknown controller {name!r}; available: {', '.join(available())} "
+        "(or package.module:ClassName)"
+    )
+
+
+def make_controller(name: str, ctx: ControllerContext, params: dict | None = None) -> Controller:
+    """Instantiate the controller ``name`` with checked ``params``."""
+    return get_controller_class(name)(ctx, params or {})

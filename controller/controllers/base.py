@@ -1,0 +1,215 @@
+"""The one interface every controller implements, and the arrays it works on.
+
+A controller sees joint space only (rad, rad/s, N*m, joint order of the
+config); the daemon maps servos to joints and back, clamps to limits and
+turns torque into current or goal offsets.  Arrays are allocated once by the
+daemon and filled in place every tick, so ``update`` must not keep
+references to new objects.
+
+To add a controller: subclass :class:`Controller`, give it a ``name`` and
+register it (``controller.controllers.register``), or name it in the config
+as ``package.module:ClassName``; the loop does not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.errors import ControllerParamError
+
+__all__ = ["JointState", "Command", "ControllerContext", "Controller", "joint_vector"]
+
+
+@dataclass
+class JointState:
+    """Measured joint state, arrays of shape (n,), filled in place each tick.
+
+    Attributes
+    ----------
+    position : rad
+    velocity : rad/s
+    effort : N*m (NaN where the servo reports no calibrated torque)
+    """
+
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> JointState:
+        return cls(np.zeros(n), np.zeros(n), np.full(n, np.nan))
+
+
+@dataclass
+class Command:
+    """What a controller asks for, arrays of shape (n,), filled in place.
+
+    Attributes
+    ----------
+    position : rad, goal joint position.
+    effort : N*m, feed-forward joint torque (0: none).
+    kp : N*m/rad, host-side stiffness, used only for servos in current mode.
+    kd : N*m*s/rad, host-side damping, current mode only.
+    """
+
+    position: np.ndarray
+    effort: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> Command:
+        return cls(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+
+    def copy_from(self, other: Command) -> None:
+        self.position[:] = other.position
+        self.effort[:] = other.effort
+        self.kp[:] = other.kp
+        self.kd[:] = other.kd
+
+
+@dataclass
+class ControllerContext:
+    """What a controller may know about the robot.
+
+    Attributes
+    ----------
+    joint_names : tuple of str, length n
+    lower, upper : (n,) joint limits, rad
+    dt : float, tick period, s
+    base_dir : Path, folder relative paths in params are taken from
+    config : RobotConfig, the whole config (servo modes, model, ...)
+    """
+
+    joint_names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    dt: float
+    base_dir: Path = field(default_factory=Path.cwd)
+    config: Any = None
+
+    @property
+    def n(self) -> int:
+        return len(self.joint_names)
+
+    @classmethod
+    def from_config(cls, cfg) -> ControllerContext:
+        return cls(
+            joint_names=cfg.joint_names,
+            lower=np.array([s.min for s in cfg.servos], dtype=float),
+            upper=np.array([s.max for s in cfg.servos], dtype=float),
+            dt=1.0 / cfg.loop.rate_hz,
+            base_dir=cfg.base_dir,
+            config=cfg,
+        )
+
+
+def joint_vector(ctx: ControllerContext, value: Any, what: str, default: np.ndarray | None = None,
+                 check_limits: bool = True) -> np.ndarray:
+    """A (n,) joint vector from a ``{joint: rad}`` mapping or a length-n list.
+
+    Joints a mapping leaves out take ``default`` (required then).
+
+    Raises
+    ------
+    ControllerParamError
+        Unknown joint, wrong length, not a number, or outside the joint limits.
+    """
+    n = ctx.n
+    if isinstance(value, dict):
+        if default is None:
+            missing = [j for j in ctx.joint_names if j not in value]
+            if missing:
+                raise ControllerParamError(f"{what}: no value for joints {missing}")
+            out = np.zeros(n)
+        else:
+            out = np.array(default, dtype=float, copy=True)
+        index = {j: i for i, j in enumerate(ctx.joint_names)}
+        for j, v in value.items():
+            if j not in index:
+                raise ControllerParamError(
+                    f"{what}: unknown joint {j!r}; joints are {', '.join(ctx.joint_names)}"
+                )
+            out[index[j]] = _number(v, f"{what}[{j}]")
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != n:
+            raise ControllerParamError(f"{what}: expected {n} values (one per joint), got {len(value)}")
+        out = np.array([_number(v, f"{what}[{i}]") for i, v in enumerate(value)], dtype=float)
+    else:
+        raise ControllerParamError(f"{what}: expected a {{joint: rad}} mapping or a list, got {value!r}")
+    if check_limits:
+        bad = np.flatnonzero((out < ctx.lower) | (out > ctx.upper))
+        if bad.size:
+            i = int(bad[0])
+            raise ControllerParamError(
+                f"{what}: joint {ctx.joint_names[i]!r} = {out[i]:.4f} rad is outside its limits "
+                f"[{ctx.lower[i]:.4f}, {ctx.upper[i]:.4f}]"
+            )
+    return out
+
+
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+        raise ControllerParamError(f"{what}: expected a number, got {v!r}")
+    f = float(v)
+    if not np.isfinite(f):
+        raise ControllerParamError(f"{what}: must be finite, got {f}")
+    return f
+
+
+class Controller:
+    """Base class: one controller, one module, one registry name.
+
+    Life: ``__init__(ctx, params)`` checks the parameters (raise
+    :class:`ControllerParamError` naming the key) -> ``start(state)`` once
+    with the measured state before the ramp -> ``update(t, state, command)``
+    every tick.  Runtime changes from the command socket come in two steps:
+    ``check_params`` / ``check_goal`` (any thread, pure, raise on bad input)
+    then ``apply_params`` / ``apply_goal`` (loop thread, between ticks).
+    """
+
+    name = "base"
+    #: parameter keys this controller accepts (others are an error)
+    param_keys: tuple[str, ...] = ()
+
+    def __init__(self, ctx: ControllerContext, params: dict | None = None) -> None:
+        self.ctx = ctx
+        self.params = self.check_params(dict(params or {}), initial=True)
+
+    # -- parameters -------------------------------------------------------
+    def check_params(self, params: dict, initial: bool = False) -> dict:
+        """Validate ``params``; return the normalized form.  Pure."""
+        unknown = [k for k in params if k not in self.param_keys]
+        if unknown:
+            known = ", ".join(self.param_keys) or "none"
+            raise ControllerParamError(
+                f"controller {self.name!r}: unknown parameter {unknown[0]!r}; known: {known}"
+            )
+        return params
+
+    def apply_params(self, params: dict) -> None:
+        """Take checked parameters (loop thread)."""
+        self.params.update(params)
+
+    def check_goal(self, goal: Any) -> np.ndarray:
+        """A goal joint position (n,) rad from a mapping or list, within limits."""
+        raise ControllerParamError(f"controller {self.name!r} takes no goals")
+
+    def apply_goal(self, goal: np.ndarray) -> None:
+        raise ControllerParamError(f"controller {self.name!r} takes no goals")
+
+    # -- the loop ---------------------------------------------------------
+    def start(self, state: JointState) -> None:
+        """Called once, with the measured state, before the startup ramp."""
+
+    def update(self, t: float, state: JointState, command: Command) -> None:
+        """Fill ``command`` in place for time ``t`` (s since the run state began)."""
+        raise NotImplementedError
+
+    def status(self) -> dict:
+        """Small JSON-able dict for the ``status`` command."""
+        return {"name": self.name}

@@ -1,0 +1,184 @@
+"""Assemble what the daemon runs on: a bus on a real port, on a virtual bus
+process behind a pty, or (lockstep) on an in-process virtual bus driven by
+simulated time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from controller.clock import SimulatedClock
+from controller.config import RobotConfig
+from controller.errors import ConnectError
+
+__all__ = ["make_bus", "VirtualBusProcess", "Lockstep", "make_lockstep", "servo_spec_arg"]
+
+log = logging.getLogger(__name__)
+
+
+def make_bus(cfg: RobotConfig, port: str, on_after_write=None):
+    """A (closed) ``firmware_bridge.bus.Bus`` for the config's servos on ``port``."""
+    from firmware_bridge.bus import Bus, ServoSpec
+
+    return Bus(port=port, baud=cfg.bus.baud, protocol=cfg.bus.protocol,
+               servos=[ServoSpec(id=s.id, model=s.model) for s in cfg.servos],
+               on_after_write=on_after_write)
+
+
+def servo_spec_arg(cfg: RobotConfig) -> str:
+    """``--servos`` argument of ``servoloop virtual-bus`` for the config's servos: ``ID:MODEL,...``."""
+    return ",".join(f"{s.id}:{s.model}" for s in cfg.servos)
+
+
+def _builtin_matches(cfg: RobotConfig) -> bool:
+    """True when the config's servos are those of the built-in robot of the same name."""
+    try:
+        from controller.config import builtin_config
+
+        ref = builtin_config(cfg.robot)
+    except Exception:  # noqa: BLE001 - any failure: not a built-in
+        return False
+    return [(s.id, s.model) for s in ref.servos] == [(s.id, s.model) for s in cfg.servos]
+
+
+@dataclass
+class VirtualBusProcess:
+    """``servoloop virtual-bus`` as a child process; ``port`` is its pty.
+
+    Parameters
+    ----------
+    cfg : RobotConfig, the robot it simulates (``--robot`` for a built-in, else ``--servos``)
+    faults : str or None, a ``--faults`` SPEC
+    extra : list of str, more arguments
+    """
+
+    cfg: RobotConfig
+    faults: str | None = None
+    extra: list[str] = field(default_factory=list)
+    startup_timeout_s: float = 30.0
+    port: str | None = None
+    proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "controller.cli", "virtual-bus"]
+        if _builtin_matches(self.cfg):
+            cmd += ["--robot", self.cfg.robot]
+        else:
+            cmd += ["--servos", servo_spec_arg(self.cfg)]
+        cmd += ["--protocol", str(self.cfg.bus.protocol), "--baud", str(self.cfg.bus.baud)]
+        if self.faults:
+            cmd += ["--faults", self.faults]
+        return cmd + list(self.extra)
+
+    def start(self) -> str:
+        """Start the process and wait (with a deadline) for the pty path on its first line."""
+        cmd = self.command()
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout_s
+        line = b""
+        fd = self.proc.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                err = self._stderr_tail()
+                self.stop()
+                raise ConnectError(f"virtual bus ({' '.join(cmd[2:])}) did not start: {err or 'timeout'}")
+            r, _, _ = select.select([fd], [], [], min(left, 0.2))
+            if r:
+                chunk = os.read(fd, 1)
+                if not chunk:
+                    continue
+                line += chunk
+        self.port = line.decode().strip()
+        return self.port
+
+    def _stderr_tail(self) -> str:
+        if self.proc is None or self.proc.stderr is None:
+            return ""
+        try:
+            if self.proc.poll() is not None:
+                return self.proc.stderr.read().decode(errors="replace").strip()[-2000:]
+        except OSError:
+            pass
+        return ""
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s; never raises."""
+        p = self.proc
+        if p is None:
+            return
+        try:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5.0)
+        except OSError:
+            pass
+        for f in (p.stdout, p.stderr):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+        self.proc = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+@dataclass
+class Lockstep:
+    """An in-process virtual bus and the simulated clock that drives it."""
+
+    virtual: object
+    clock: SimulatedClock
+    bus: object
+
+    def close(self) -> None:
+        for obj in (self.bus, self.virtual):
+            close = getattr(obj, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lockstep:
+    """Bus + clock for lockstep mode: ``pump`` after every write, ``advance(dt)`` per tick.
+
+    The run is then a pure function of the config (and the fault seed):
+    repeated runs are bit-identical.
+    """
+    try:
+        from firmware_bridge.virtual_bus import InProcessVirtualBus
+    except ImportError as exc:
+        raise ConnectError(f"lockstep needs firmware_bridge.virtual_bus.InProcessVirtualBus: {exc}") from exc
+    from firmware_bridge.bus import ServoSpec
+
+    servos = [ServoSpec(id=s.id, model=s.model) for s in cfg.servos]
+    kwargs = {}
+    if faults:
+        kwargs["faults"] = faults
+    virtual = InProcessVirtualBus(servos, plant, cfg.bus.protocol, **kwargs)
+    clock = SimulatedClock(on_advance=virtual.advance)
+    bus = make_bus(cfg, virtual.port, on_after_write=virtual.pump)
+    return Lockstep(virtual, clock, bus)

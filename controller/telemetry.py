@@ -1,0 +1,197 @@
+"""Per-tick telemetry: a preallocated ring buffer and a background writer thread.
+
+The loop copies each tick into the next row of :class:`TelemetryRing`
+(numpy, allocated before the loop; no Python object is kept per tick).
+:class:`TelemetryWriter` wakes every ``flush_s`` seconds, copies the new
+rows out of the ring and appends them to the file as one self-delimiting
+chunk (:mod:`controller.telemetry_format`), so a SIGKILL loses at most the
+last ``flush_s`` of data.  Events (state changes, faults) go through a
+thread-safe deque and become EVNT chunks.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from controller.telemetry_format import MAGIC, encode_json, encode_rows
+
+__all__ = [
+    "SCALAR_COLUMNS",
+    "JOINT_FIELDS",
+    "UNITS",
+    "columns_for",
+    "TelemetryRing",
+    "TelemetryWriter",
+]
+
+log = logging.getLogger(__name__)
+
+#: per-tick scalars; ``late_us`` = wake-up time - deadline, ``cost_us`` = work time
+SCALAR_COLUMNS = ("tick", "t_s", "late_us", "period_us", "cost_us", "state", "missed",
+                  "comm_errors", "read_ok")
+#: per-joint fields, each a block of n columns ``FIELD.JOINT``
+JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff")
+UNITS = {
+    "tick": "", "t_s": "s", "late_us": "us", "period_us": "us", "cost_us": "us",
+    "state": "controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
+    "read_ok": "bool", "q": "rad", "dq": "rad/s",
+    "current": "A (present_current) or fraction (present_load), joint sign",
+    "goal": "rad (joint goal after safety)", "tau_ff": "N*m (feed-forward torque)",
+}
+
+
+def columns_for(joint_names) -> list[str]:
+    """Column names: the scalars, then ``FIELD.JOINT`` blocks in :data:`JOINT_FIELDS` order."""
+    cols = list(SCALAR_COLUMNS)
+    for f in JOINT_FIELDS:
+        cols.extend(f"{f}.{j}" for j in joint_names)
+    return cols
+
+
+class TelemetryRing:
+    """Fixed-size ring of float64 rows, filled by the loop thread.
+
+    Parameters
+    ----------
+    joint_names : sequence of str
+    capacity : int, rows (ticks) held; the writer must drain faster than this.
+
+    Attributes
+    ----------
+    buf : (capacity, ncols) float64
+    head : int, rows committed so far (the writer reads rows < head)
+    col : dict, column name -> index; ``joint_slice[field]`` -> slice of the n columns
+    """
+
+    def __init__(self, joint_names, capacity: int) -> None:
+        if capacity < 2:
+            raise ValueError(f"TelemetryRing capacity must be >= 2, got {capacity}")
+        self.columns = columns_for(joint_names)
+        self.n = len(joint_names)
+        self.capacity = int(capacity)
+        self.buf = np.full((self.capacity, len(self.columns)), np.nan)
+        self.head = 0
+        self.col = {c: i for i, c in enumerate(self.columns)}
+        ns = len(SCALAR_COLUMNS)
+        self.joint_slice = {
+            f: slice(ns + k * self.n, ns + (k + 1) * self.n) for k, f in enumerate(JOINT_FIELDS)
+        }
+
+    def row(self) -> np.ndarray:
+        """The row the current tick fills (a view; commit() publishes it)."""
+        return self.buf[self.head % self.capacity]
+
+    def commit(self) -> None:
+        self.head += 1
+
+    def last(self, count: int) -> np.ndarray:
+        """Copy of the last ``count`` committed rows, oldest first."""
+        count = min(count, self.head, self.capacity)
+        idx = (np.arange(self.head - count, self.head)) % self.capacity
+        return self.buf[idx]
+
+
+class TelemetryWriter:
+    """Background thread appending ring rows and events to a ``.sltl`` file.
+
+    Parameters
+    ----------
+    path : path-like, the file (created or truncated)
+    ring : TelemetryRing
+    header : dict, extra HEAD fields (robot, rate_hz, ...)
+    flush_s : float, seconds between flushes
+    """
+
+    def __init__(self, path, ring: TelemetryRing, header: dict, flush_s: float = 0.25) -> None:
+        self.path = Path(path)
+        self.ring = ring
+        self.flush_s = float(flush_s)
+        self.header = dict(header)
+        self.header.update({"version": 1, "columns": ring.columns, "units": UNITS,
+                            "created_unix": time.time()})
+        self.events: collections.deque = collections.deque()
+        self.written = 0
+        self.lost_rows = 0
+        self.bytes_written = 0
+        self._stop = threading.Event()
+        self._summary: dict | None = None
+        self._fd: int | None = None
+        self._thread = threading.Thread(target=self._run, name="servoloop-telemetry", daemon=True)
+        self.error: str | None = None
+
+    # -- loop-thread side ---------------------------------------------------
+    def event(self, kind: str, message: str, tick: int = -1, t_s: float = float("nan")) -> None:
+        """Queue an event (thread-safe, cheap): becomes an EVNT chunk at the next flush."""
+        self.events.append({"tick": tick, "t_s": t_s, "kind": kind, "message": message})
+
+    def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._write(MAGIC + encode_json(b"HEAD", self.header))
+        self._thread.start()
+
+    def close(self, summary: dict | None = None) -> None:
+        """Flush everything, append the STOP chunk (the summary) and close; never raises."""
+        self._summary = summary
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10.0)
+        if self._fd is not None:
+            try:
+                self.flush()
+                if summary is not None:
+                    self._write(encode_json(b"STOP", summary))
+                os.fsync(self._fd)
+            except OSError as exc:
+                log.error("telemetry %s: final flush failed: %s", self.path, exc)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    # -- writer-thread side -------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self.bytes_written += len(data)
+
+    def _run(self) -> None:
+        try:  # the loop thread may be SCHED_FIFO; this one must not compete with it
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except (OSError, AttributeError):
+            pass
+        while not self._stop.wait(self.flush_s):
+            try:
+                self.flush()
+            except OSError as exc:  # disk full: keep the loop running, say so once
+                if self.error is None:
+                    self.error = f"telemetry write to {self.path} failed: {exc}"
+                    log.error(self.error)
+
+    def flush(self) -> None:
+        """Write pending events, then the rows committed since the last flush."""
+        while self.events:
+            self._write(encode_json(b"EVNT", self.events.popleft()))
+        ring = self.ring
+        head = ring.head
+        cap = ring.capacity
+        if head - self.written > cap - 1:
+            # the loop lapped us: those rows are gone; keep a margin from the writer's head
+            skip = head - self.written - cap // 2
+            self.lost_rows += skip
+            self._write(encode_json(b"EVNT", {"tick": -1, "t_s": float("nan"), "kind": "telemetry",
+                                              "message": f"ring overrun: {skip} rows lost"}))
+            self.written += skip
+        while self.written < head:
+            i0 = self.written % cap
+            count = min(head - self.written, cap - i0)
+            self._write(encode_rows(self.written, ring.buf[i0:i0 + count]))
+            self.written += count

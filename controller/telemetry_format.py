@@ -1,0 +1,184 @@
+"""The telemetry file format (``.sltl``): self-delimiting, checksummed chunks.
+
+::
+
+    file   = MAGIC chunk*
+    MAGIC  = b"SLTL\\x01\\n"
+    chunk  = SYNC(4) kind(4) length(u32 LE) crc32(u32 LE) payload(length bytes)
+    SYNC   = b"\\xa5SLC"
+    kind   = b"HEAD"  JSON: {"version", "columns", "joint_names", "rate_hz", "robot", ...}
+           | b"ROWS"  first_row(u64 LE) nrows(u32 LE) ncols(u32 LE) float64 LE rows
+           | b"EVNT"  JSON: {"tick", "t_s", "kind", "message"}
+           | b"STOP"  JSON: the run summary (only after a clean end)
+
+Every chunk is written whole with one ``write`` by the telemetry thread, so
+a crash or SIGKILL loses only rows not yet flushed (at most
+``logging.flush_s``) and at worst leaves a truncated last chunk, which the
+reader detects by its length or CRC and reports, keeping everything before.
+A damaged chunk in the middle is skipped by searching for the next SYNC.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from controller.errors import TelemetryFormatError
+
+__all__ = [
+    "MAGIC",
+    "SYNC",
+    "encode_chunk",
+    "encode_rows",
+    "encode_json",
+    "Telemetry",
+    "read_telemetry",
+]
+
+MAGIC = b"SLTL\x01\n"
+SYNC = b"\xa5SLC"
+_HDR = struct.Struct("<4s4sII")  # sync, kind, length, crc32
+_ROWS = struct.Struct("<QII")  # first_row, nrows, ncols
+KINDS = (b"HEAD", b"ROWS", b"EVNT", b"STOP")
+
+
+def encode_chunk(kind: bytes, payload: bytes) -> bytes:
+    """One chunk: header (sync, kind, length, CRC-32 of the payload) + payload."""
+    if kind not in KINDS:
+        raise ValueError(f"telemetry chunk kind {kind!r} is not one of {KINDS}")
+    return _HDR.pack(SYNC, kind, len(payload), zlib.crc32(payload)) + payload
+
+
+def encode_json(kind: bytes, obj: dict) -> bytes:
+    """A HEAD / EVNT / STOP chunk carrying ``obj`` as compact JSON."""
+    return encode_chunk(kind, json.dumps(obj, separators=(",", ":"), allow_nan=True).encode())
+
+
+def encode_rows(first_row: int, rows: np.ndarray) -> bytes:
+    """A ROWS chunk: ``rows`` (nrows, ncols) float64, row index of the first one."""
+    rows = np.ascontiguousarray(rows, dtype="<f8")
+    nrows, ncols = rows.shape
+    return encode_chunk(b"ROWS", _ROWS.pack(first_row, nrows, ncols) + rows.tobytes())
+
+
+@dataclass
+class Telemetry:
+    """A decoded telemetry file.
+
+    Attributes
+    ----------
+    header : dict, the HEAD chunk
+    columns : list of str, ncols names
+    data : (N, ncols) float64, all rows in file order
+    events : list of dict, EVNT chunks in order
+    summary : dict or None, the STOP chunk (None after a crash)
+    problems : list of str, each damaged or truncated chunk, with its byte offset
+    truncated : bool, the file ends inside a chunk
+    gaps : int, rows missing between ROWS chunks (ring overruns, damaged chunks)
+    """
+
+    header: dict
+    columns: list[str]
+    data: np.ndarray
+    events: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+    problems: list[str] = field(default_factory=list)
+    truncated: bool = False
+    gaps: int = 0
+
+    def column(self, name: str) -> np.ndarray:
+        """One column (N,) by name; KeyError lists the columns."""
+        try:
+            return self.data[:, self.columns.index(name)]
+        except ValueError:
+            raise KeyError(f"no telemetry column {name!r}; columns: {', '.join(self.columns)}") from None
+
+
+def read_telemetry(path: str | Path) -> Telemetry:
+    """Decode a ``.sltl`` file, tolerating a truncated last chunk.
+
+    Raises
+    ------
+    TelemetryFormatError
+        Not a telemetry file, or no readable HEAD chunk (names the offset).
+    """
+    path = str(path)
+    try:
+        buf = Path(path).read_bytes()
+    except OSError as exc:
+        raise TelemetryFormatError(f"cannot read: {exc.strerror}", path) from exc
+    if not buf.startswith(MAGIC):
+        raise TelemetryFormatError("not a servoloop telemetry file (bad magic)", path, 0)
+    pos = len(MAGIC)
+    header = None
+    blocks: list[np.ndarray] = []
+    events: list[dict] = []
+    summary = None
+    problems: list[str] = []
+    truncated = False
+    next_row = None
+    gaps = 0
+    end = len(buf)
+    while pos < end:
+        if end - pos < _HDR.size:
+            problems.append(f"byte {pos}: truncated chunk header ({end - pos} of {_HDR.size} bytes)")
+            truncated = True
+            break
+        sync, kind, length, crc = _HDR.unpack_from(buf, pos)
+        if sync != SYNC or kind not in KINDS:
+            nxt = buf.find(SYNC, pos + 1)
+            problems.append(f"byte {pos}: no chunk here; resynchronised at "
+                            f"{nxt if nxt >= 0 else 'end of file'}")
+            if nxt < 0:
+                break
+            pos = nxt
+            continue
+        body_at = pos + _HDR.size
+        if body_at + length > end:
+            problems.append(
+                f"byte {pos}: truncated last {kind.decode()} chunk ({end - body_at} of {length} bytes)"
+            )
+            truncated = True
+            break
+        payload = buf[body_at:body_at + length]
+        if zlib.crc32(payload) != crc:
+            nxt = buf.find(SYNC, pos + 1)
+            problems.append(f"byte {pos}: {kind.decode()} chunk fails its CRC; skipped")
+            if nxt < 0:
+                break
+            pos = nxt
+            continue
+        pos = body_at + length
+        if kind == b"ROWS":
+            first, nrows, ncols = _ROWS.unpack_from(payload, 0)
+            rows = np.frombuffer(payload, dtype="<f8", offset=_ROWS.size).reshape(nrows, ncols)
+            if header is not None and ncols != len(header["columns"]):
+                problems.append(f"byte {pos}: ROWS chunk has {ncols} columns, header {len(header['columns'])}")
+                continue
+            if next_row is not None and first > next_row:
+                gaps += first - next_row
+            next_row = first + nrows
+            blocks.append(rows)
+        else:
+            try:
+                obj = json.loads(payload)
+            except ValueError:
+                problems.append(f"byte {pos}: {kind.decode()} chunk is not JSON; skipped")
+                continue
+            if kind == b"HEAD":
+                header = obj
+            elif kind == b"EVNT":
+                events.append(obj)
+            else:
+                summary = obj
+    if header is None:
+        raise TelemetryFormatError("no readable HEAD chunk", path, len(MAGIC))
+    ncols = len(header["columns"])
+    data = np.concatenate(blocks) if blocks else np.zeros((0, ncols))
+    return Telemetry(header, list(header["columns"]), data.astype(float, copy=False),
+                     events, summary, problems, truncated, gaps)

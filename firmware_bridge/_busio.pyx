@@ -1,0 +1,562 @@
+# cython: language_level=3
+"""The bus hot path: write a packet to the fd and collect the replies, GIL released.
+
+One receive loop (:func:`_rx_loop`) serves every transaction: it reads the
+descriptor with ``ppoll`` against an absolute deadline on CLOCK_MONOTONIC,
+finds packet headers, resynchronises byte by byte on garbage, checks the
+checksum/CRC and files each good reply under its servo's slot.  Python
+objects are touched only to call the ``on_after_write`` hook.
+
+:class:`GroupIO` is one preallocated read (sync read on Protocol 2.0, one
+read per servo on 1.0) plus its SI conversion; :class:`GroupWriteIO` is one
+preallocated sync write.  :func:`transact` is the general, allocating form
+for everything off the hot path.
+"""
+
+cimport cython
+from libc.errno cimport EAGAIN, EINTR, errno
+from libc.math cimport NAN, isfinite, llround
+from libc.stdint cimport int64_t, uint8_t, uint16_t
+from libc.string cimport memcpy, memmove, memset
+
+import numpy as np
+
+from firmware_bridge._codec cimport (
+    PARSE_CHECKSUM, PARSE_NEED_MORE, PARSE_OK, ParseResult, encode_c, find_header_c, parse_c,
+)
+
+__all__ = ["GroupIO", "GroupWriteIO", "transact", "monotonic", "SLOT_PENDING", "SLOT_OK",
+           "SLOT_CHECKSUM", "SLOT_MALFORMED", "SLOT_TIMEOUT"]
+
+cdef enum:
+    S_PENDING = 0
+    S_OK = 1
+    S_CHECKSUM = 2
+    S_MALFORMED = 3
+    S_TIMEOUT = 4
+
+SLOT_PENDING = S_PENDING
+SLOT_OK = S_OK
+SLOT_CHECKSUM = S_CHECKSUM
+SLOT_MALFORMED = S_MALFORMED
+SLOT_TIMEOUT = S_TIMEOUT
+
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec* ts)
+    int CLOCK_MONOTONIC
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int POLLIN
+    int POLLOUT
+    int POLLERR
+    int POLLHUP
+    int POLLNVAL
+    ctypedef unsigned long nfds_t
+    int ppoll(pollfd* fds, nfds_t nfds, const timespec* tmo, const void* sigmask)
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t c_read "read"(int fd, void* buf, size_t count)
+    ssize_t c_write "write"(int fd, const void* buf, size_t count)
+
+cdef extern from "<termios.h>" nogil:
+    int tcflush(int fd, int queue_selector)
+    int TCIFLUSH
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+def monotonic():
+    """CLOCK_MONOTONIC in seconds (the clock every deadline here uses)."""
+    return _now()
+
+
+cdef int _wait(int fd, short events, double deadline) noexcept nogil:
+    """1 when ready, 0 on deadline, -1 on a dead descriptor (hang-up, error)."""
+    cdef pollfd p
+    cdef timespec tmo
+    cdef double left
+    cdef int rc
+    while True:
+        left = deadline - _now()
+        if left <= 0:
+            left = 0
+        tmo.tv_sec = <time_t>left
+        tmo.tv_nsec = <long>((left - <double>tmo.tv_sec) * 1e9)
+        p.fd = fd
+        p.events = events
+        p.revents = 0
+        rc = ppoll(&p, 1, &tmo, NULL)
+        if rc < 0:
+            if errno == EINTR:
+                continue
+            return -1
+        if rc == 0:
+            return 0
+        if p.revents & events:
+            return 1
+        if p.revents & (POLLERR | POLLNVAL | POLLHUP):
+            return -1
+        return 0
+
+
+cdef int _write_all(int fd, const uint8_t* buf, Py_ssize_t n, double deadline) noexcept nogil:
+    """0 ok, 1 deadline, -1 port error."""
+    cdef Py_ssize_t done = 0
+    cdef ssize_t k
+    cdef int w
+    while done < n:
+        k = c_write(fd, buf + done, n - done)
+        if k > 0:
+            done += k
+            continue
+        if k < 0 and errno != EAGAIN and errno != EINTR:
+            return -1
+        w = _wait(fd, POLLOUT, deadline)
+        if w == 0:
+            return 1
+        if w < 0:
+            return -1
+    return 0
+
+
+cdef struct RxState:
+    Py_ssize_t rx_len
+    int remaining        # slots still pending
+    long garbage_bytes   # bytes skipped while resynchronising
+    int port_error
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _rx_loop(int fd, int protocol, double deadline,
+                  uint8_t* rx, Py_ssize_t rx_cap, uint8_t* scratch, Py_ssize_t scratch_cap,
+                  const int* id_to_slot, int* slot_code, int* slot_err, int* slot_n,
+                  uint8_t* slot_data, Py_ssize_t stride, Py_ssize_t max_total,
+                  RxState* st) noexcept nogil:
+    """Read and file status packets until every expected slot is filled or the deadline.
+
+    ``id_to_slot[256]`` maps a servo id to its slot (-1 = not expected);
+    a good reply for a pending slot stores error byte, parameter count and
+    up to ``stride`` parameter bytes.  Packets longer than ``max_total``
+    are treated as garbage (a bit error in the length field must not make
+    us wait for 64 KiB).
+    """
+    cdef ParseResult res
+    cdef Py_ssize_t pos, h, total
+    cdef ssize_t k
+    cdef int rc, slot, w
+    cdef int hdr = 2 if protocol == 1 else 4
+    while st.remaining > 0:
+        # parse what is buffered
+        pos = 0
+        while True:
+            h = find_header_c(rx, st.rx_len, protocol, pos)
+            if h < 0:
+                # keep a possible partial header at the end
+                h = st.rx_len - (hdr - 1) if st.rx_len >= hdr - 1 else 0
+                if h < pos:
+                    h = pos
+                st.garbage_bytes += h - pos
+                pos = h
+                break
+            st.garbage_bytes += h - pos
+            pos = h
+            if protocol == 2 and st.rx_len - pos >= 7:
+                total = 7 + (rx[pos + 5] | (rx[pos + 6] << 8))
+                if total > max_total:
+                    pos += 1
+                    st.garbage_bytes += 1
+                    continue
+            elif protocol == 1 and st.rx_len - pos >= 4:
+                total = 4 + rx[pos + 3]
+                if total > max_total:
+                    pos += 1
+                    st.garbage_bytes += 1
+                    continue
+            rc = parse_c(rx + pos, st.rx_len - pos, protocol, 1, scratch, scratch_cap, &res)
+            if rc == PARSE_NEED_MORE:
+                break
+            if rc == PARSE_OK:
+                slot = id_to_slot[res.servo_id]
+                if slot >= 0 and slot_code[slot] != S_OK:
+                    if slot_code[slot] == S_PENDING:
+                        st.remaining -= 1
+                    slot_code[slot] = S_OK
+                    slot_err[slot] = res.code
+                    slot_n[slot] = <int>res.nparams
+                    memcpy(slot_data + slot * stride, scratch,
+                           res.nparams if res.nparams < stride else stride)
+                else:
+                    st.garbage_bytes += res.consumed
+                pos += res.consumed
+                continue
+            # a corrupt packet: charge it to the servo its id byte names, then resync
+            if rc == PARSE_CHECKSUM or res.consumed > 0:
+                slot = id_to_slot[res.servo_id & 0xFF]
+                if slot >= 0 and slot_code[slot] == S_PENDING:
+                    slot_code[slot] = S_CHECKSUM if rc == PARSE_CHECKSUM else S_MALFORMED
+            pos += 1
+            st.garbage_bytes += 1
+        if pos > 0:
+            memmove(rx, rx + pos, st.rx_len - pos)
+            st.rx_len -= pos
+        if st.remaining <= 0:
+            break
+        if st.rx_len >= rx_cap:
+            # full of garbage that never parsed: drop it
+            st.garbage_bytes += st.rx_len
+            st.rx_len = 0
+        w = _wait(fd, POLLIN, deadline)
+        if w == 0:
+            break
+        if w < 0:
+            st.port_error = 1
+            break
+        k = c_read(fd, rx + st.rx_len, rx_cap - st.rx_len)
+        if k > 0:
+            st.rx_len += k
+        elif k == 0 or (errno != EAGAIN and errno != EINTR):
+            st.port_error = 1
+            break
+    return 0
+
+
+cdef inline int64_t _get_le(const uint8_t* p, int size) noexcept nogil:
+    if size == 1:
+        return p[0]
+    if size == 2:
+        return p[0] | (p[1] << 8)
+    return <int64_t>(<unsigned int>p[0] | (<unsigned int>p[1] << 8) | (<unsigned int>p[2] << 16)
+                     | (<unsigned int>p[3] << 24))
+
+
+cdef inline int64_t _decode(int64_t wire, int size, int enc) noexcept nogil:
+    cdef int bits = 8 * size
+    if enc == 1:      # two's complement
+        if wire >> (bits - 1):
+            return wire - (<int64_t>1 << bits)
+        return wire
+    if enc == 2:      # sign-magnitude, bit 10
+        if wire & 1024:
+            return -(wire & 1023)
+        return wire & 1023
+    return wire
+
+
+cdef class GroupIO:
+    """Preallocated group read: transactions, reply slots, and the SI conversion.
+
+    Parameters
+    ----------
+    protocol : 1 or 2
+    ids : sequence of int, the servos in slot order
+    tx : bytes, every instruction packet of one read back to back
+    tx_splits : list of (tx_start, tx_len, first_slot, n_slots, timeout_s): one
+        write + receive per entry (one entry for a sync read; one per servo
+        for Protocol 1.0)
+    data_len : expected parameter bytes per reply
+    fields : list of (offset, size, encoding 0/1/2, zero_raw, scale) per value row
+    """
+
+    cdef public int fd
+    cdef int protocol, n, nfields, ntx
+    cdef Py_ssize_t data_len, max_total
+    cdef uint8_t[::1] tx, rx, scratch, data
+    cdef int[::1] id_to_slot, slot_code, slot_err, slot_n
+    cdef Py_ssize_t[::1] tx_start, tx_len
+    cdef int[::1] tx_first, tx_count
+    cdef double[::1] tx_timeout
+    cdef int[::1] f_off, f_size, f_enc
+    cdef int64_t[::1] f_zero
+    cdef double[::1] f_scale
+    cdef public object out          # float64 (nfields, n)
+    cdef double[:, ::1] out_v
+    cdef public object on_after_write
+    cdef public long garbage_bytes
+    cdef public int port_error
+    cdef public object ok_counts     # int64 (n,): good replies per slot since creation
+    cdef int64_t[::1] ok_v
+    cdef int64_t[::1] dirty          # shared with the Bus: 1 = stale bytes may be pending
+
+    def __init__(self, int fd, int protocol, ids, bytes tx, tx_splits, int data_len, fields,
+                 on_after_write=None, dirty=None):
+        self.fd = fd
+        self.protocol = protocol
+        self.n = len(ids)
+        self.data_len = data_len
+        self.tx = bytearray(tx)
+        self.ntx = len(tx_splits)
+        self.tx_start = np.array([s[0] for s in tx_splits], dtype=np.intp)
+        self.tx_len = np.array([s[1] for s in tx_splits], dtype=np.intp)
+        self.tx_first = np.array([s[2] for s in tx_splits], dtype=np.intc)
+        self.tx_count = np.array([s[3] for s in tx_splits], dtype=np.intc)
+        self.tx_timeout = np.array([s[4] for s in tx_splits], dtype=np.float64)
+        # stuffing can add a third; status header 11 bytes (P2) or 6 (P1)
+        self.max_total = 11 + data_len + data_len // 3 + 2
+        cap = max(4096, 4 * self.n * self.max_total)
+        self.rx = bytearray(cap)
+        self.scratch = bytearray(self.max_total + 16)
+        self.data = bytearray(max(1, self.n * data_len))
+        self.id_to_slot = np.full(256, -1, dtype=np.intc)
+        self.slot_code = np.zeros(self.n, dtype=np.intc)
+        self.slot_err = np.zeros(self.n, dtype=np.intc)
+        self.slot_n = np.zeros(self.n, dtype=np.intc)
+        self.nfields = len(fields)
+        self.f_off = np.array([f[0] for f in fields], dtype=np.intc)
+        self.f_size = np.array([f[1] for f in fields], dtype=np.intc)
+        self.f_enc = np.array([f[2] for f in fields], dtype=np.intc)
+        self.f_zero = np.array([f[3] for f in fields], dtype=np.int64)
+        self.f_scale = np.array([f[4] for f in fields], dtype=np.float64)
+        self.out = np.full((self.nfields, self.n), np.nan)
+        self.out_v = self.out
+        self.on_after_write = on_after_write
+        self.garbage_bytes = 0
+        self.port_error = 0
+        self.ok_counts = np.zeros(self.n, dtype=np.int64)
+        self.ok_v = self.ok_counts
+        self.dirty = dirty if dirty is not None else np.ones(1, dtype=np.int64)
+
+    def set_slots(self, ids):
+        """(Re)map servo ids to slots; call after construction."""
+        cdef int i
+        self.id_to_slot[:] = -1
+        for i, sid in enumerate(ids):
+            self.id_to_slot[sid] = i
+
+    @property
+    def codes(self):
+        return np.asarray(self.slot_code)
+
+    @property
+    def errors(self):
+        return np.asarray(self.slot_err)
+
+    @property
+    def counts(self):
+        return np.asarray(self.slot_n)
+
+    @property
+    def raw(self):
+        return np.asarray(self.data).reshape(self.n, self.data_len)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def read(self):
+        """One group read: returns the number of slots that are not OK (-1: port error).
+
+        Fills ``out`` (SI values; NaN for every slot not OK or with a
+        non-zero error byte), and ``codes``/``errors``/``counts`` per slot.
+        """
+        cdef int k, i, f, bad = 0, w
+        cdef double deadline
+        cdef RxState st
+        cdef uint8_t* p
+        cdef int64_t v
+        st.rx_len = 0
+        st.garbage_bytes = 0
+        st.port_error = 0
+        memset(&self.slot_code[0], 0, self.n * sizeof(int))
+        for k in range(self.ntx):
+            with nogil:
+                # a clean previous exchange leaves nothing behind: skip the flush syscall
+                if self.dirty[0] or k > 0:
+                    tcflush(self.fd, TCIFLUSH)
+                self.dirty[0] = 1
+                st.rx_len = 0
+                deadline = _now() + self.tx_timeout[k]
+                w = _write_all(self.fd, &self.tx[self.tx_start[k]], self.tx_len[k], deadline)
+            if w != 0:
+                st.port_error = 1
+                break
+            if self.on_after_write is not None:
+                self.on_after_write()
+            st.remaining = self.tx_count[k]
+            with nogil:
+                _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
+                         &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],
+                         &self.slot_code[0], &self.slot_err[0], &self.slot_n[0], &self.data[0],
+                         self.data_len, self.max_total, &st)
+            if st.port_error:
+                break
+        self.garbage_bytes += st.garbage_bytes
+        self.port_error = st.port_error
+        if st.port_error:
+            return -1
+        with nogil:
+            for i in range(self.n):
+                if self.slot_code[i] == S_PENDING:
+                    self.slot_code[i] = S_TIMEOUT
+                if (self.slot_code[i] != S_OK or self.slot_err[i] != 0
+                        or self.slot_n[i] != self.data_len):
+                    bad += 1
+                    for f in range(self.nfields):
+                        self.out_v[f, i] = NAN
+                    continue
+                self.ok_v[i] += 1
+                p = &self.data[i * self.data_len]
+                for f in range(self.nfields):
+                    v = _decode(_get_le(p + self.f_off[f], self.f_size[f]), self.f_size[f],
+                                self.f_enc[f])
+                    self.out_v[f, i] = (v - self.f_zero[f]) * self.f_scale[f]
+            if bad == 0 and st.rx_len == 0 and st.garbage_bytes == 0:
+                self.dirty[0] = 0
+        return bad
+
+
+cdef class GroupWriteIO:
+    """Preallocated sync write of one register: SI (n,) -> raw -> packet -> fd."""
+
+    cdef public int fd
+    cdef int protocol, n, size, enc, hdr
+    cdef int64_t zero, lo, hi
+    cdef double scale, timeout
+    cdef uint8_t[::1] body, tx
+    cdef public object on_after_write
+    cdef public object last_raw
+    cdef int64_t[::1] last_raw_v
+
+    def __init__(self, int fd, int protocol, ids, int address, int size, int encoding,
+                 int64_t zero_raw, double scale, double timeout_s, on_after_write=None):
+        self.fd = fd
+        self.protocol = protocol
+        self.n = len(ids)
+        self.size = size
+        self.enc = encoding
+        self.zero = zero_raw
+        self.scale = scale
+        self.timeout = timeout_s
+        if encoding == 1:
+            self.lo = -(1 << (8 * size - 1))
+            self.hi = (1 << (8 * size - 1)) - 1
+        elif encoding == 2:
+            self.lo, self.hi = -1023, 1023
+        else:
+            self.lo, self.hi = 0, (1 << (8 * size)) - 1
+        hdr = b""
+        if protocol == 1:
+            hdr = bytes((address & 0xFF, size))
+        else:
+            hdr = bytes((address & 0xFF, address >> 8, size, 0))
+        self.hdr = len(hdr)
+        body = bytearray(hdr)
+        for sid in ids:
+            body.append(sid)
+            body += bytes(size)
+        self.body = body
+        self.tx = bytearray(len(body) + len(body) // 3 + 16)
+        self.on_after_write = on_after_write
+        self.last_raw = np.zeros(self.n, dtype=np.int64)
+        self.last_raw_v = self.last_raw
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def write(self, const double[::1] values):
+        """Encode and send one sync write; raises ValueError naming the slot on NaN/overflow."""
+        cdef int i, j, bad = -1, w
+        cdef int64_t raw, wire
+        cdef double x
+        cdef Py_ssize_t k, off
+        if values.shape[0] != self.n:
+            raise ValueError(f"sync write needs {self.n} values, got {values.shape[0]}")
+        with nogil:
+            for i in range(self.n):
+                x = values[i]
+                if not isfinite(x):
+                    bad = i
+                    break
+                raw = llround(x / self.scale) + self.zero
+                if raw < self.lo or raw > self.hi:
+                    bad = i
+                    break
+                self.last_raw_v[i] = raw
+                if self.enc == 2 and raw < 0:
+                    wire = (-raw) | 1024
+                else:
+                    wire = raw
+                off = self.hdr + i * (1 + self.size) + 1
+                for j in range(self.size):
+                    self.body[off + j] = (wire >> (8 * j)) & 0xFF
+        if bad >= 0:
+            raise ValueError(f"sync write slot {bad}: value {values[bad]!r} is not finite or "
+                             f"does not fit the register (raw range {self.lo}..{self.hi})")
+        with nogil:
+            k = encode_c(self.protocol, 0xFE, 0x83, 0, 0, &self.body[0], self.body.shape[0],
+                         &self.tx[0], self.tx.shape[0])
+            w = _write_all(self.fd, &self.tx[0], k, _now() + self.timeout)
+        if w != 0:
+            return -1
+        if self.on_after_write is not None:
+            self.on_after_write()
+        return 0
+
+
+def transact(int fd, int protocol, bytes tx, expected_ids, double timeout_s, int max_data,
+             on_after_write=None, bint flush=True):
+    """Write ``tx`` and collect one status packet per id in ``expected_ids``.
+
+    ``expected_ids`` empty means "no reply" (write only).  ``None`` means any
+    id 0..252 may answer (broadcast ping): collect until the deadline.
+    Returns ``(replies, garbage_bytes, port_error)`` with replies
+    ``{id: (slot_code, error_byte, params bytes)}`` for every expected id
+    (S_TIMEOUT when none came).
+    """
+    cdef int i, nslots, w
+    cdef Py_ssize_t stride, max_total
+    cdef RxState st
+    cdef double deadline
+    cdef const uint8_t[::1] t = tx
+    any_id = expected_ids is None
+    ids = list(range(0xFD)) if any_id else list(expected_ids)
+    nslots = len(ids)
+    stride = max_data + 8
+    max_total = 11 + max_data + max_data // 3 + 2
+    rx = bytearray(max(4096, 2 * max_total * max(1, nslots) if not any_id else 65536))
+    scratch = bytearray(max_total + 16)
+    data = bytearray(max(1, nslots * stride))
+    id_to_slot = np.full(256, -1, dtype=np.intc)
+    for i, sid in enumerate(ids):
+        id_to_slot[sid] = i
+    codes = np.zeros(max(1, nslots), dtype=np.intc)
+    errs = np.zeros(max(1, nslots), dtype=np.intc)
+    counts = np.zeros(max(1, nslots), dtype=np.intc)
+    cdef uint8_t[::1] rxv = rx, scv = scratch, dv = data
+    cdef int[::1] i2s = id_to_slot, cv = codes, ev = errs, nv = counts
+    st.rx_len = 0
+    st.garbage_bytes = 0
+    st.port_error = 0
+    st.remaining = nslots
+    with nogil:
+        if flush:
+            tcflush(fd, TCIFLUSH)
+        deadline = _now() + timeout_s
+        w = _write_all(fd, &t[0], t.shape[0], deadline)
+    if w != 0:
+        return {}, 0, 1
+    if on_after_write is not None:
+        on_after_write()
+    if nslots:
+        with nogil:
+            _rx_loop(fd, protocol, deadline, &rxv[0], rxv.shape[0], &scv[0], scv.shape[0], &i2s[0],
+                     &cv[0], &ev[0], &nv[0], &dv[0], stride, max_total, &st)
+    replies = {}
+    for i, sid in enumerate(ids):
+        code = int(codes[i])
+        if any_id and code == S_PENDING:
+            continue
+        if code == S_PENDING:
+            code = S_TIMEOUT
+        replies[sid] = (code, int(errs[i]), bytes(data[i * stride:i * stride + min(int(counts[i]), stride)]))
+    return replies, st.garbage_bytes, st.port_error

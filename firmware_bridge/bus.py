@@ -1,0 +1,633 @@
+"""The servo bus: one serial file descriptor, typed registers, SI values in and out.
+
+>>> with Bus("/dev/ttyUSB0", 1_000_000, 2, [ServoSpec(1, "XM430-W350")]) as bus:
+...     bus.connect()
+...     reader = bus.sync_reader(["present_position", "present_velocity", "present_current"])
+...     reader.read()                       # one sync read, GIL released on the wire
+...     reader.values["present_position"]   # rad, float64 (n,)
+
+The port is opened and configured with pyserial (``/dev/ttyUSB*``,
+``/dev/ttyACM*``, a pty); the hot path (:class:`SyncReader`,
+:class:`SyncWriter`) writes and reads the descriptor from Cython.  Reply
+timeouts are computed from the baud rate, the bytes on the wire and the
+servos' return delay time, plus a margin for the host (the FTDI latency
+timer on ttyUSB, a few ms elsewhere) -- never a fixed 16 ms.
+
+Every failure raises a :mod:`firmware_bridge.errors` exception that names
+the servo; a group read also sets the failed servos' values to NaN.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from firmware_bridge import _busio, _codec
+from firmware_bridge.control_table import ControlTable, Register, get_table, model_name
+from firmware_bridge.errors import (
+    BridgeError,
+    BusTimeoutError,
+    ChecksumError,
+    HardwareErrorStatus,
+    MalformedPacketError,
+    ModelMismatchError,
+    PortError,
+    ServoStatusError,
+)
+from firmware_bridge.latency import read_latency_timer, write_latency_timer
+from firmware_bridge.status_bits import decode_error, decode_hardware_error, is_hardware_error
+from firmware_bridge.units import decode_raw, encode_raw, from_si, to_si
+
+__all__ = ["Bus", "ServoSpec", "ServoHealth", "ConnectReport", "SyncReader", "SyncWriter",
+           "reply_timeout_s", "default_margin_s"]
+
+_ENC = {"u": 0, "s": 1, "sm": 2}
+# Servo firmware needs some time to turn around besides the return delay time:
+# ~20-50 us measured on AX and MX (FIELD-NOTES c1); 100 us keeps us on the safe side.
+SERVO_TURNAROUND_S = 100e-6
+BROADCAST_ID = 0xFE
+
+
+def reply_timeout_s(baud: int, tx_bytes: int, rx_bytes: int, n_replies: int,
+                    return_delay_s: float, margin_s: float) -> float:
+    """Seconds to wait for ``n_replies`` replies after writing ``tx_bytes``.
+
+    Wire time of everything at 10 bits per byte, plus each reply's return
+    delay and turnaround, plus the host ``margin_s``.
+    """
+    wire = (tx_bytes + rx_bytes) * 10.0 / baud
+    return wire + n_replies * (return_delay_s + SERVO_TURNAROUND_S) + margin_s
+
+
+def default_margin_s(port: str) -> float:
+    """Host allowance for a reply: FTDI latency timer + 1 ms on ttyUSB; 20 ms on a pty
+    (another process answers and must be scheduled); 3 ms otherwise (USB CDC-ACM)."""
+    lt = read_latency_timer(port)
+    if isinstance(lt, int):
+        return (lt + 1) * 1e-3
+    real = os.path.realpath(port)
+    if real.startswith("/dev/pts/") or "pty" in os.path.basename(real):
+        return 0.020
+    return 0.003
+
+
+@dataclass(frozen=True)
+class ServoSpec:
+    """One configured servo: bus id and model name (a key of the control tables)."""
+
+    id: int
+    model: str
+
+
+@dataclass
+class ServoHealth:
+    """Per-servo communication counters since the bus was opened."""
+
+    ok: int = 0
+    timeouts: int = 0
+    checksum_errors: int = 0
+    malformed: int = 0
+    error_bits: int = 0          # replies with a non-zero error byte
+    hardware_errors: int = 0     # of which hardware (alert / overload / ...)
+    last_error_raw: int = 0
+    last_hardware_error_status: int | None = None
+
+    @property
+    def failures(self) -> int:
+        return self.timeouts + self.checksum_errors + self.malformed + self.error_bits
+
+
+@dataclass
+class ConnectReport:
+    """What :meth:`Bus.connect` found and changed."""
+
+    port: str
+    baud: int
+    protocol: int
+    servos: list[dict] = field(default_factory=list)
+    latency_timer_ms: int | str = "n/a"
+    latency_timer_fixed: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"port": self.port, "baud": self.baud, "protocol": self.protocol,
+                "servos": self.servos, "latency_timer_ms": self.latency_timer_ms,
+                "latency_timer_fixed": self.latency_timer_fixed, "warnings": self.warnings}
+
+
+class Bus:
+    """A half-duplex Dynamixel bus on one serial port.
+
+    Parameters
+    ----------
+    port : str
+        Device or pty path.
+    baud : int
+        Bits per second.
+    protocol : {1, 2}
+        Dynamixel protocol version spoken on this bus.
+    servos : list of ServoSpec
+        The servos this bus drives (ids unique).
+    on_after_write : callable or None
+        Called right after every write to the descriptor (lockstep mode
+        pumps an in-process virtual bus there).
+    timeout_margin_s : float or None
+        Host-side allowance added to every computed reply timeout.  None:
+        the FTDI latency timer + 1 ms on ttyUSB, 3 ms elsewhere.
+    """
+
+    def __init__(self, port: str, baud: int = 1_000_000, protocol: int = 2,
+                 servos: list[ServoSpec] | None = None, on_after_write=None,
+                 timeout_margin_s: float | None = None):
+        if protocol not in (1, 2):
+            raise ValueError(f"protocol must be 1 or 2, not {protocol!r}")
+        self.port = str(port)
+        self.baud = int(baud)
+        self.protocol = protocol
+        self.servos = list(servos or [])
+        ids = [s.id for s in self.servos]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate servo ids in {ids}")
+        for s in self.servos:
+            if not 0 <= s.id <= 252:
+                raise ValueError(f"servo id {s.id} out of range 0..252")
+        self.tables: dict[int, ControlTable] = {s.id: get_table(s.model) for s in self.servos}
+        for s in self.servos:
+            if self.tables[s.id].protocol == 1 and protocol == 2:
+                raise ValueError(f"servo {s.id} ({s.model}) speaks Protocol 1.0 only; bus is 2.0")
+        self.on_after_write = on_after_write
+        self._margin_override = timeout_margin_s
+        self.timeout_margin_s = 0.003 if timeout_margin_s is None else float(timeout_margin_s)
+        # factory Return Delay Time is 250 (500 us) until connect() reads the real one
+        self.return_delay_s: dict[int, float] = {s.id: 500e-6 for s in self.servos}
+        self._health_d: dict[int, ServoHealth] = {s.id: ServoHealth() for s in self.servos}
+        # good replies counted in compiled code by each group reader: (ids, int64 counts)
+        self._ok_sources: list[tuple[list[int], np.ndarray]] = []
+        # 1 when stale bytes may wait on the fd (the hot path then flushes before writing)
+        self._dirty = np.ones(1, dtype=np.int64)
+        self.garbage_bytes = 0
+        self._serial = None
+        self.fd = -1
+
+    # ------------------------------------------------------------ port
+    def open(self) -> Bus:
+        import serial  # only firmware_bridge imports pyserial
+
+        try:
+            self._serial = serial.Serial(self.port, baudrate=self.baud, timeout=0,
+                                         write_timeout=0, exclusive=True)
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise PortError(f"cannot open {self.port} at {self.baud} bps: {exc}") from exc
+        self.fd = self._serial.fileno()
+        flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        if self._margin_override is None:
+            self.timeout_margin_s = default_margin_s(self.port)
+        return self
+
+    def close(self) -> None:
+        if self._serial is not None:
+            try:
+                self._serial.close()
+            finally:
+                self._serial = None
+                self.fd = -1
+
+    def __enter__(self) -> Bus:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._serial is not None
+
+    def _require_open(self) -> None:
+        if self.fd < 0:
+            raise PortError(f"bus on {self.port} is not open")
+
+    # ----------------------------------------------------------- helpers
+    def table(self, servo_id: int) -> ControlTable:
+        try:
+            return self.tables[servo_id]
+        except KeyError:
+            raise KeyError(f"servo {servo_id} is not configured on {self.port}") from None
+
+    def register(self, servo_id: int, name: str) -> Register:
+        return self.table(servo_id)[name]
+
+    def _rdt(self, ids) -> float:
+        return max((self.return_delay_s.get(i, 500e-6) for i in ids), default=500e-6)
+
+    def _timeout(self, tx_bytes: int, rx_bytes: int, n: int, ids=()) -> float:
+        return reply_timeout_s(self.baud, tx_bytes, rx_bytes, n, self._rdt(ids), self.timeout_margin_s)
+
+    @property
+    def health(self) -> dict[int, ServoHealth]:
+        """Per-servo counters {id: ServoHealth} (group-read successes folded in on access)."""
+        for ids, counts in self._ok_sources:
+            for i, sid in enumerate(ids):
+                if counts[i]:
+                    self._health(sid).ok += int(counts[i])
+                    counts[i] = 0
+        return self._health_d
+
+    def _health(self, servo_id: int) -> ServoHealth:
+        return self._health_d.setdefault(servo_id, ServoHealth())
+
+    def _transact(self, tx: bytes, ids, max_data: int, per_reply_bytes: int):
+        """Write ``tx``, collect replies for ``ids``; translate failures to exceptions."""
+        self._require_open()
+        n = 253 if ids is None else len(ids)
+        timeout = self._timeout(len(tx), n * per_reply_bytes, n, ids or ())
+        self._dirty[0] = 1
+        replies, garbage, port_error = _busio.transact(self.fd, self.protocol, tx, ids, timeout,
+                                                       max_data, self.on_after_write)
+        self.garbage_bytes += garbage
+        if port_error:
+            raise PortError(f"{self.port}: the port failed during a transaction (unplugged?)")
+        return replies, timeout
+
+    def _check_reply(self, servo_id: int, reply, timeout: float, expect_len: int | None,
+                     what: str) -> bytes:
+        """Params of a good reply; raises the right error (and counts it) otherwise."""
+        code, err, params = reply
+        h = self._health(servo_id)
+        if code == _busio.SLOT_TIMEOUT:
+            h.timeouts += 1
+            raise BusTimeoutError(f"servo {servo_id} on {self.port}: no reply to {what} "
+                                  f"within {timeout * 1e3:.2f} ms", servo_id, expect_len or 0,
+                                  b"", timeout)
+        if code == _busio.SLOT_CHECKSUM:
+            h.checksum_errors += 1
+            raise ChecksumError(f"servo {servo_id} on {self.port}: corrupt reply to {what} "
+                                "(checksum/CRC mismatch)", b"", servo_id)
+        if code == _busio.SLOT_MALFORMED:
+            h.malformed += 1
+            raise MalformedPacketError(f"servo {servo_id} on {self.port}: malformed reply to {what}")
+        if err:
+            self._raise_status(servo_id, err, what)
+        if expect_len is not None and len(params) != expect_len:
+            h.malformed += 1
+            raise MalformedPacketError(f"servo {servo_id} on {self.port}: reply to {what} has "
+                                       f"{len(params)} data bytes, expected {expect_len}", params)
+        h.ok += 1
+        return params
+
+    def _raise_status(self, servo_id: int, err: int, what: str, hw_status: int | None = None):
+        h = self._health(servo_id)
+        h.error_bits += 1
+        h.last_error_raw = err
+        bits = decode_error(self.protocol, err)
+        if is_hardware_error(self.protocol, err):
+            h.hardware_errors += 1
+            if self.protocol == 2 and hw_status is None:
+                hw_status = self._hardware_error_status(servo_id)
+            if hw_status is not None:
+                h.last_hardware_error_status = hw_status
+                bits = bits + decode_hardware_error(hw_status)
+            raise HardwareErrorStatus(
+                f"servo {servo_id} on {self.port}: hardware error in reply to {what}: "
+                f"{', '.join(bits)} (error byte 0x{err:02X}"
+                + (f", hardware_error_status 0x{hw_status:02X})" if hw_status is not None else ")")
+                + "; torque is off until reboot on X/MX(2.0)", servo_id, err, bits)
+        raise ServoStatusError(f"servo {servo_id} on {self.port}: {what} refused: "
+                               f"{', '.join(bits)} (error byte 0x{err:02X})", servo_id, err, bits)
+
+    def _hardware_error_status(self, servo_id: int) -> int | None:
+        """Hardware Error Status (the alert bit's reason), or None if unreadable."""
+        table = self.tables.get(servo_id)
+        if table is None or "hardware_error_status" not in table:
+            return None
+        reg = table["hardware_error_status"]
+        try:
+            replies, _ = self._transact(_codec.read(2, servo_id, reg.address, 1), [servo_id], 1, 12)
+        except PortError:
+            return None
+        code, _err, params = replies[servo_id]
+        return params[0] if code == _busio.SLOT_OK and len(params) == 1 else None
+
+    # ------------------------------------------------------ instructions
+    def ping(self, servo_id: int) -> int:
+        """Model number of ``servo_id`` (Protocol 1.0: read from address 0)."""
+        return self.ping_info(servo_id)[0]
+
+    def ping_info(self, servo_id: int) -> tuple[int, int | None]:
+        """(model number, firmware version or None) of one servo."""
+        if self.protocol == 2:
+            replies, t = self._transact(_codec.ping(2, servo_id), [servo_id], 3, 14)
+            p = self._check_reply(servo_id, replies[servo_id], t, 3, "ping")
+            return p[0] | (p[1] << 8), p[2]
+        # Protocol 1.0 PING carries no data: ping, then read model number (0) and firmware (2)
+        replies, t = self._transact(_codec.ping(1, servo_id), [servo_id], 0, 6)
+        self._check_reply(servo_id, replies[servo_id], t, 0, "ping")
+        replies, t = self._transact(_codec.read(1, servo_id, 0, 3), [servo_id], 3, 9)
+        p = self._check_reply(servo_id, replies[servo_id], t, 3, "read model number")
+        return p[0] | (p[1] << 8), p[2]
+
+    def broadcast_ping(self, wait_s: float | None = None) -> dict[int, tuple[int, int]]:
+        """Protocol 2.0 broadcast ping: {id: (model number, firmware)} of every servo that answers."""
+        if self.protocol != 2:
+            raise ValueError("broadcast ping needs Protocol 2.0; use per-id pings on 1.0")
+        self._require_open()
+        tx = _codec.ping(2, BROADCAST_ID)
+        timeout = wait_s if wait_s is not None else self._timeout(len(tx), 253 * 14, 253)
+        self._dirty[0] = 1
+        replies, garbage, port_error = _busio.transact(self.fd, 2, tx, None, timeout, 3,
+                                                       self.on_after_write)
+        if port_error:
+            raise PortError(f"{self.port}: the port failed during a broadcast ping")
+        return {sid: (p[0] | (p[1] << 8), p[2]) for sid, (code, err, p) in replies.items()
+                if code == _busio.SLOT_OK and len(p) == 3}
+
+    def read_raw(self, servo_id: int, name: str) -> int:
+        """Signed raw value of one register of one servo."""
+        reg = self.register(servo_id, name)
+        tx = _codec.read(self.protocol, servo_id, reg.address, reg.size)
+        replies, t = self._transact(tx, [servo_id], reg.size, 11 + reg.size)
+        p = self._check_reply(servo_id, replies[servo_id], t, reg.size, f"read {name}")
+        return decode_raw(reg, int.from_bytes(p, "little"))
+
+    def read(self, servo_id: int, name: str) -> float:
+        """SI value of one register of one servo (rad, rad/s, A, V, degC, ...)."""
+        return to_si(self.register(servo_id, name), self.read_raw(servo_id, name))
+
+    def write_raw(self, servo_id: int, name: str, raw: int, *, reg_write: bool = False) -> None:
+        """Write a signed raw value; waits for the status unless broadcast."""
+        reg = self.register(servo_id, name) if servo_id != BROADCAST_ID else self._any_register(name)
+        if not reg.writable:
+            raise ValueError(f"register {name} of servo {servo_id} is read-only")
+        data = encode_raw(reg, raw).to_bytes(reg.size, "little")
+        build = _codec.reg_write if reg_write else _codec.write
+        tx = build(self.protocol, servo_id, reg.address, data)
+        ids = [] if servo_id == BROADCAST_ID else [servo_id]
+        replies, t = self._transact(tx, ids, 0, 11)
+        if ids:
+            self._check_reply(servo_id, replies[servo_id], t, None, f"write {name}")
+
+    def write(self, servo_id: int, name: str, value: float, *, reg_write: bool = False) -> None:
+        """Write an SI value (dimensionless registers take their raw integer)."""
+        reg = self.register(servo_id, name) if servo_id != BROADCAST_ID else self._any_register(name)
+        self.write_raw(servo_id, name, from_si(reg, value), reg_write=reg_write)
+
+    def _any_register(self, name: str) -> Register:
+        regs = {(r.address, r.size) for t in self.tables.values() if name in t for r in [t[name]]}
+        if len(regs) != 1:
+            raise ValueError(f"register {name} is not at one address on every servo of {self.port}")
+        return next(t[name] for t in self.tables.values() if name in t)
+
+    def action(self, servo_id: int = BROADCAST_ID) -> None:
+        """Execute the instructions stored by ``write(..., reg_write=True)``."""
+        ids = [] if servo_id == BROADCAST_ID else [servo_id]
+        replies, t = self._transact(_codec.action(self.protocol, servo_id), ids, 0, 11)
+        if ids:
+            self._check_reply(servo_id, replies[servo_id], t, None, "action")
+
+    def reboot(self, servo_id: int) -> None:
+        """Reboot one servo (clears a latched hardware error; RAM back to defaults)."""
+        replies, t = self._transact(_codec.reboot(self.protocol, servo_id), [servo_id], 0, 11)
+        self._check_reply(servo_id, replies[servo_id], t, None, "reboot")
+
+    def factory_reset(self, servo_id: int, option: int = 0x02, *, confirm: bool = False) -> None:
+        """Factory reset (guarded: ``confirm=True``).  Default keeps ID and baud rate (2.0)."""
+        tx = _codec.factory_reset(self.protocol, servo_id, option, confirm=confirm)
+        replies, t = self._transact(tx, [servo_id], 0, 11)
+        self._check_reply(servo_id, replies[servo_id], t, None, "factory reset")
+
+    def bulk_read(self, items: list[tuple[int, str]]) -> dict[int, float]:
+        """One BULK READ of one register per servo: {id: SI value}.
+
+        Protocol 1.0 has Bulk Read on MX only (not AX); AX servos are read one by one.
+        """
+        regs = {sid: self.register(sid, name) for sid, name in items}
+        out: dict[int, float] = {}
+        if self.protocol == 1 and any(self.table(s).name.startswith("AX") for s in regs):
+            for sid, name in items:
+                out[sid] = self.read(sid, name)
+            return out
+        tx = _codec.bulk_read(self.protocol, [(s, r.address, r.size) for s, r in regs.items()])
+        ids = list(regs)
+        replies, t = self._transact(tx, ids, max(r.size for r in regs.values()),
+                                    11 + max(r.size for r in regs.values()))
+        errors = {}
+        for sid, name in items:
+            try:
+                p = self._check_reply(sid, replies[sid], t, regs[sid].size, f"bulk read {name}")
+                out[sid] = to_si(regs[sid], decode_raw(regs[sid], int.from_bytes(p, "little")))
+            except BridgeError as exc:
+                errors[sid] = exc
+                out[sid] = float("nan")
+        if errors:
+            _raise_group(errors, out)
+        return out
+
+    def bulk_write(self, items: list[tuple[int, str, float]]) -> None:
+        """One BULK WRITE (Protocol 2.0) of SI values: [(id, register, value), ...]."""
+        if self.protocol != 2:
+            raise ValueError("bulk write needs Protocol 2.0")
+        packed = []
+        for sid, name, value in items:
+            reg = self.register(sid, name)
+            packed.append((sid, reg.address, encode_raw(reg, from_si(reg, value)).to_bytes(reg.size, "little")))
+        self._transact(_codec.bulk_write(packed), [], 0, 0)
+
+    # --------------------------------------------------------- hot path
+    def sync_reader(self, names: list[str], ids: list[int] | None = None, *,
+                    fast: bool = False) -> SyncReader:
+        """A preallocated group read of ``names`` from ``ids`` (default: every servo)."""
+        return SyncReader(self, list(names), list(ids) if ids is not None else [s.id for s in self.servos],
+                          fast=fast)
+
+    def sync_writer(self, name: str, ids: list[int] | None = None) -> SyncWriter:
+        """A preallocated sync write of register ``name`` to ``ids`` (default: every servo)."""
+        return SyncWriter(self, name, list(ids) if ids is not None else [s.id for s in self.servos])
+
+    # ----------------------------------------------------------- connect
+    def connect(self, fix_latency_timer: bool = False, fix_return_delay: bool = False,
+                return_delay_raw: int = 0) -> ConnectReport:
+        """Ping every configured servo, check its model, report and optionally fix timing.
+
+        Raises BusTimeoutError naming the first servo that does not answer and
+        ModelMismatchError naming id, expected and found model.
+        """
+        self._require_open()
+        rep = ConnectReport(self.port, self.baud, self.protocol)
+        lt = read_latency_timer(self.port)
+        rep.latency_timer_ms = lt
+        if isinstance(lt, int) and lt > 1:
+            if fix_latency_timer:
+                ok, msg = write_latency_timer(self.port, 1)
+                rep.latency_timer_fixed = ok
+                if ok:
+                    rep.latency_timer_ms = 1
+                    if self._margin_override is None:
+                        self.timeout_margin_s = 0.002
+                else:
+                    rep.warnings.append(msg)
+            else:
+                rep.warnings.append(f"FTDI latency timer of {self.port} is {lt} ms; every reply "
+                                    "waits that long. Fix: connect(fix_latency_timer=True) or "
+                                    f"echo 1 > /sys/bus/usb-serial/devices/{os.path.basename(os.path.realpath(self.port))}/latency_timer")
+        for spec in self.servos:
+            expected = self.tables[spec.id]
+            number, firmware = self.ping_info(spec.id)
+            if number != expected.model_number:
+                raise ModelMismatchError(
+                    f"servo {spec.id} on {self.port}: expected {expected.name} (model number "
+                    f"{expected.model_number}), found {model_name(number)} (model number {number})")
+            rdt = self.read_raw(spec.id, "return_delay_time")
+            entry = {"id": spec.id, "model": expected.name, "model_number": number,
+                     "firmware": firmware, "return_delay_time_raw": rdt, "return_delay_fixed": False}
+            if fix_return_delay and rdt != return_delay_raw:
+                try:
+                    self.write_raw(spec.id, "return_delay_time", return_delay_raw)
+                    rdt = return_delay_raw
+                    entry["return_delay_fixed"] = True
+                    entry["return_delay_time_raw"] = rdt
+                except ServoStatusError as exc:
+                    rep.warnings.append(f"servo {spec.id}: could not set return_delay_time "
+                                        f"(EEPROM; torque must be off): {exc}")
+            elif rdt > 50:
+                rep.warnings.append(f"servo {spec.id}: return delay time {rdt * 2} us; "
+                                    "connect(fix_return_delay=True) sets it to 0")
+            self.return_delay_s[spec.id] = rdt * 2e-6
+            rep.servos.append(entry)
+        return rep
+
+
+def _raise_group(failures: dict[int, BridgeError], values_note=None):
+    """Raise the first failure's exception, carrying every failed id."""
+    ids = sorted(failures)
+    first = failures[ids[0]]
+    msg = (f"group read failed for servo ids {ids}: " +
+           "; ".join(f"{i}: {failures[i]}" for i in ids))
+    exc = _copy_with_message(first, msg)
+    exc.failed_ids = tuple(ids)
+    exc.failures = dict(failures)
+    raise exc
+
+
+def _copy_with_message(exc: BridgeError, msg: str) -> BridgeError:
+    new = exc.__class__.__new__(exc.__class__)
+    new.__dict__.update(exc.__dict__)
+    new.args = (msg,)
+    return new
+
+
+class SyncReader:
+    """One preallocated group read; ``values[name]`` are float64 (n,) SI arrays, in place.
+
+    Protocol 2.0: one SYNC READ (or FAST SYNC READ with ``fast=True`` --
+    not implemented on the wire loop yet, see :func:`_codec.fast_sync_read`)
+    of the contiguous block covering every register.  Protocol 1.0: one READ
+    per servo behind the same API (AX has no sync read).
+    """
+
+    def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
+        bus._require_open()
+        if fast:
+            raise NotImplementedError("fast sync read is encoded/decoded by _codec but not yet "
+                                      "wired into the receive loop; use fast=False")
+        if not ids:
+            raise ValueError("sync reader needs at least one servo")
+        self.bus = bus
+        self.names = list(names)
+        self.ids = list(ids)
+        regs0 = [bus.register(ids[0], n) for n in names]
+        for sid in ids[1:]:
+            for n, r0 in zip(names, regs0, strict=True):
+                r = bus.register(sid, n)
+                if (r.address, r.size, r.encoding, r.scale, r.zero_raw) != (
+                        r0.address, r0.size, r0.encoding, r0.scale, r0.zero_raw):
+                    raise ValueError(f"register {n} differs between servo {ids[0]} "
+                                     f"({bus.table(ids[0]).name}) and servo {sid} "
+                                     f"({bus.table(sid).name}); use one reader per model")
+        start = min(r.address for r in regs0)
+        end = max(r.address + r.size for r in regs0)
+        self.address, self.length = start, end - start
+        self.registers = dict(zip(names, regs0, strict=True))
+        fields = [(r.address - start, r.size, _ENC[r.encoding], r.zero_raw, r.scale) for r in regs0]
+        reply = (11 if bus.protocol == 2 else 6) + self.length
+        if bus.protocol == 2:
+            tx = _codec.sync_read(start, self.length, ids)
+            t = bus._timeout(len(tx), len(ids) * reply, len(ids), ids)
+            splits = [(0, len(tx), 0, len(ids), t)]
+        else:
+            parts, splits, off = [], [], 0
+            for i, sid in enumerate(ids):
+                p = _codec.read(1, sid, start, self.length)
+                parts.append(p)
+                splits.append((off, len(p), i, 1, bus._timeout(len(p), reply, 1, [sid])))
+                off += len(p)
+            tx = b"".join(parts)
+        self.timeout_s = sum(s[4] for s in splits)
+        self._io = _busio.GroupIO(bus.fd, bus.protocol, ids, tx, splits, self.length, fields,
+                                  bus.on_after_write, bus._dirty)
+        self._io.set_slots(ids)
+        bus._ok_sources.append((self.ids, self._io.ok_counts))
+        out = self._io.out
+        self.values: dict[str, np.ndarray] = {n: out[k] for k, n in enumerate(names)}
+        self.alert_ids: tuple[int, ...] = ()
+
+    def read(self) -> None:
+        """One group read.  On failure raises (first failed servo's error class,
+        ``failed_ids`` on it) and leaves NaN in the failed servos' entries."""
+        if self._io.read():
+            self._fail()
+
+    def _fail(self) -> None:
+        bus = self.bus
+        if self._io.port_error:
+            raise PortError(f"{bus.port}: the port failed during a sync read (unplugged?)")
+        codes, errs, counts = self._io.codes, self._io.errors, self._io.counts
+        failures: dict[int, BridgeError] = {}
+        for i, sid in enumerate(self.ids):
+            if codes[i] == _busio.SLOT_OK and errs[i] == 0 and counts[i] == self.length:
+                continue  # counted as good by the compiled reader already
+            reply = (int(codes[i]), int(errs[i]), b"\0" * int(counts[i]))
+            try:
+                bus._check_reply(sid, reply, self.timeout_s, self.length, "sync read")
+            except BridgeError as exc:
+                failures[sid] = exc
+        self.alert_ids = tuple(s for s, e in failures.items() if isinstance(e, HardwareErrorStatus))
+        if failures:
+            _raise_group(failures)
+
+
+class SyncWriter:
+    """One preallocated SYNC WRITE of one register; ``write(values)`` takes SI (n,)."""
+
+    def __init__(self, bus: Bus, name: str, ids: list[int]):
+        bus._require_open()
+        reg = bus.register(ids[0], name)
+        for sid in ids[1:]:
+            r = bus.register(sid, name)
+            if (r.address, r.size, r.encoding, r.scale, r.zero_raw) != (
+                    reg.address, reg.size, reg.encoding, reg.scale, reg.zero_raw):
+                raise ValueError(f"register {name} differs between servo {ids[0]} and {sid}")
+        if not reg.writable:
+            raise ValueError(f"register {name} is read-only")
+        self.bus, self.name, self.ids, self.register = bus, name, list(ids), reg
+        n_bytes = (8 if bus.protocol == 1 else 14) + len(ids) * (1 + reg.size)
+        self._io = _busio.GroupWriteIO(bus.fd, bus.protocol, ids, reg.address, reg.size,
+                                       _ENC[reg.encoding], reg.zero_raw, reg.scale,
+                                       bus._timeout(n_bytes, 0, 0), bus.on_after_write)
+
+    @property
+    def last_raw(self) -> np.ndarray:
+        """Raw integers of the last write, int64 (n,)."""
+        return self._io.last_raw
+
+    def write(self, values) -> None:
+        """Send one sync write of SI values, float64 (n,); ValueError on NaN/out of range."""
+        v = np.ascontiguousarray(values, dtype=np.float64)
+        try:
+            rc = self._io.write(v)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc} (servo ids {self.ids})") from None
+        if rc != 0:
+            raise PortError(f"{self.bus.port}: sync write of {self.name} failed (port closed?)")

@@ -1,0 +1,259 @@
+"""Dynamixel control tables, loaded from the YAML data files in ``tables/``.
+
+Each file describes one model (one firmware protocol): for every register its
+address, size, access, EEPROM/RAM area, encoding, SI unit and scale, raw
+zero, factory default and raw range.  Register names are snake_case and
+shared across models (``present_velocity`` is "Present Speed" on AX/MX 1.0),
+so code above this module can ask for the same name on any servo.
+
+>>> t = get_table("XM430-W350")
+>>> t["present_position"].address
+132
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+
+import yaml
+
+from firmware_bridge.errors import UnknownModelError
+
+__all__ = [
+    "Register",
+    "ControlTable",
+    "MODELS",
+    "get_table",
+    "model_name",
+    "baud_to_raw",
+    "raw_to_baud",
+    "TABLE_DIR",
+]
+
+TABLE_DIR = Path(__file__).with_name("tables")
+_ENCODINGS = ("u", "s", "sm")
+_COLUMNS = ("address", "size", "access", "memory", "encoding", "unit", "scale", "zero_raw",
+            "default", "min_raw", "max_raw")
+
+
+@dataclass(frozen=True)
+class Register:
+    """One register of a control table.
+
+    SI value = ``(decoded_raw - zero_raw) * scale`` in ``unit``; see
+    :mod:`firmware_bridge.units`.  ``encoding`` is ``"u"`` (unsigned),
+    ``"s"`` (two's complement over ``size`` bytes) or ``"sm"``
+    (sign-magnitude, direction bit 10 = 1024, set means negative / CW).
+    """
+
+    name: str
+    address: int
+    size: int
+    access: str
+    signed: bool
+    eeprom: bool
+    unit: str
+    scale: float
+    default: int | None
+    min_raw: int | None
+    max_raw: int | None
+    encoding: str = "u"
+    zero_raw: int = 0
+
+    @property
+    def writable(self) -> bool:
+        return self.access == "RW"
+
+
+class ControlTable:
+    """The registers of one servo model; immutable after loading."""
+
+    def __init__(self, name: str, model_number: int, protocol: int,
+                 registers: dict[str, Register], stall_torque_nm: float | None = None,
+                 stall_current_a: float | None = None, source: str = ""):
+        self.name = name
+        self.model_number = model_number
+        self.protocol = protocol
+        self.registers = MappingProxyType(dict(registers))
+        self.stall_torque_nm = stall_torque_nm
+        self.stall_current_a = stall_current_a
+        self.source = source
+        self._by_address = {r.address: r for r in registers.values()}
+
+    def __getitem__(self, name: str) -> Register:
+        try:
+            return self.registers[name]
+        except KeyError:
+            raise KeyError(
+                f"{self.name} has no register {name!r} (table {self.source}); "
+                f"known: {', '.join(sorted(self.registers))}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registers
+
+    def at(self, address: int) -> Register | None:
+        """The register starting at ``address``, or None."""
+        return self._by_address.get(address)
+
+    @property
+    def size(self) -> int:
+        """Bytes from address 0 to the end of the last register."""
+        return max(r.address + r.size for r in self.registers.values())
+
+    @property
+    def torque_constant_nm_per_a(self) -> float | None:
+        """Stall torque over stall current from the datasheet, N*m/A (an estimate)."""
+        if self.stall_torque_nm and self.stall_current_a:
+            return self.stall_torque_nm / self.stall_current_a
+        return None
+
+    def __repr__(self) -> str:
+        return f"ControlTable({self.name!r}, model_number={self.model_number}, protocol={self.protocol})"
+
+
+def _parse_register(name: str, row, source: str) -> Register:
+    if not isinstance(row, list) or len(row) != len(_COLUMNS):
+        raise ValueError(f"{source}: register {name!r} needs {len(_COLUMNS)} columns {_COLUMNS}, got {row!r}")
+    d = dict(zip(_COLUMNS, row, strict=True))
+    if d["access"] not in ("R", "RW"):
+        raise ValueError(f"{source}: register {name!r}: access must be R or RW, got {d['access']!r}")
+    if d["memory"] not in ("E", "R"):
+        raise ValueError(f"{source}: register {name!r}: memory must be E or R, got {d['memory']!r}")
+    if d["encoding"] not in _ENCODINGS:
+        raise ValueError(f"{source}: register {name!r}: encoding must be one of {_ENCODINGS}")
+    if d["size"] not in (1, 2, 4):
+        raise ValueError(f"{source}: register {name!r}: size {d['size']} not in 1, 2, 4")
+    return Register(
+        name=name, address=int(d["address"]), size=int(d["size"]), access=d["access"],
+        signed=d["encoding"] != "u", eeprom=d["memory"] == "E", unit=str(d["unit"] or ""),
+        scale=float(d["scale"]), default=d["default"], min_raw=d["min_raw"], max_raw=d["max_raw"],
+        encoding=d["encoding"], zero_raw=int(d["zero_raw"]),
+    )
+
+
+def load_table(path: Path) -> ControlTable:
+    """Parse one YAML table file; errors name the file and the register."""
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    source = str(path)
+    known = {"name", "model_number", "protocol", "registers", "stall_torque_nm", "stall_current_a"}
+    unknown = set(doc) - known
+    if unknown:
+        raise ValueError(f"{source}: unknown keys {sorted(unknown)}")
+    regs = {n: _parse_register(n, row, source) for n, row in doc["registers"].items()}
+    if doc["protocol"] not in (1, 2):
+        raise ValueError(f"{source}: protocol must be 1 or 2")
+    return ControlTable(str(doc["name"]), int(doc["model_number"]), int(doc["protocol"]), regs,
+                        doc.get("stall_torque_nm"), doc.get("stall_current_a"), source)
+
+
+@cache
+def _all_tables() -> tuple[ControlTable, ...]:
+    return tuple(load_table(p) for p in sorted(TABLE_DIR.glob("*.yaml")))
+
+
+def _index() -> tuple[dict[str, ControlTable], dict[int, ControlTable]]:
+    tables = _all_tables()
+    return {t.name: t for t in tables}, {t.model_number: t for t in tables}
+
+
+class _Models:
+    """Read-only mapping name -> ControlTable, loaded on first use."""
+
+    def __getitem__(self, key):
+        return _index()[0][key]
+
+    def __iter__(self):
+        return iter(_index()[0])
+
+    def __len__(self):
+        return len(_index()[0])
+
+    def __contains__(self, key):
+        return key in _index()[0]
+
+    def keys(self):
+        return _index()[0].keys()
+
+    def items(self):
+        return _index()[0].items()
+
+    def values(self):
+        return _index()[0].values()
+
+    def __repr__(self):
+        return f"MODELS({sorted(self)})"
+
+
+MODELS = _Models()
+
+
+def _norm(name: str) -> str:
+    return name.upper().replace(" ", "").replace("-2.0", "(2.0)")
+
+
+def get_table(model: str | int) -> ControlTable:
+    """The control table of ``model``: a name ("XM430-W350", "MX-28(2.0)") or model number.
+
+    Raises :class:`UnknownModelError` naming the model and the known ones.
+    """
+    by_name, by_number = _index()
+    if isinstance(model, int):
+        if model in by_number:
+            return by_number[model]
+    else:
+        key = _norm(str(model))
+        for name, t in by_name.items():
+            if _norm(name) == key:
+                return t
+    raise UnknownModelError(
+        f"no control table for model {model!r}; known: "
+        + ", ".join(f"{t.name} ({t.model_number})" for t in _all_tables())
+    )
+
+
+def model_name(model_number: int) -> str:
+    """Model name for a model number, or ``"unknown(N)"``."""
+    try:
+        return get_table(int(model_number)).name
+    except UnknownModelError:
+        return f"unknown({model_number})"
+
+
+# Baud Rate(8) register values of Protocol 2.0 firmware (X, MX(2.0)).
+_BAUD_V2 = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000, 5: 3_000_000,
+            6: 4_000_000, 7: 4_500_000}
+# Protocol 1.0 firmware: baud = 2 Mbps / (raw + 1), plus MX's 250..252 specials.
+_BAUD_V1_SPECIAL = {250: 2_250_000, 251: 2_500_000, 252: 3_000_000}
+
+
+def raw_to_baud(table: ControlTable, raw: int) -> int:
+    """Bits per second for a Baud Rate register value of ``table``'s firmware."""
+    if table.protocol == 2:
+        if raw not in _BAUD_V2:
+            raise ValueError(f"{table.name}: baud_rate raw {raw} not in {sorted(_BAUD_V2)}")
+        return _BAUD_V2[raw]
+    if raw in _BAUD_V1_SPECIAL and table.name.startswith("MX"):
+        return _BAUD_V1_SPECIAL[raw]
+    return round(2_000_000 / (raw + 1))
+
+
+def baud_to_raw(table: ControlTable, baud: int) -> int:
+    """Baud Rate register value for ``baud`` bps (error < 3 % for Protocol 1.0)."""
+    if table.protocol == 2:
+        for raw, b in _BAUD_V2.items():
+            if b == baud:
+                return raw
+        raise ValueError(f"{table.name}: {baud} bps not available; use one of {sorted(_BAUD_V2.values())}")
+    if table.name.startswith("MX"):
+        for raw, b in _BAUD_V1_SPECIAL.items():
+            if b == baud:
+                return raw
+    raw = round(2_000_000 / baud) - 1
+    if raw < 0 or raw > 254 or abs(2_000_000 / (raw + 1) - baud) / baud > 0.03:
+        raise ValueError(f"{table.name}: {baud} bps not reachable within 3 %")
+    return raw

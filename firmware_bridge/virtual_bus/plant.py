@@ -1,0 +1,152 @@
+"""Physics behind the virtual servos: the Plant interface and one-load-per-servo physics.
+
+A plant turns the servos' goals into motion.  The virtual bus calls
+``plant.step(dt, goal_rad, torque_on, out_position, out_velocity, out_torque)``
+with simulated time; the contact simulator provides a whole-robot plant with
+the same method later.  Two optional methods let the bus pass register
+state the contract does not carry: ``set_actuation(kp_scale, torque_limit_nm)``
+(gain registers, torque/current limits) and ``set_state(position, velocity)``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from firmware_bridge.virtual_bus.actuator import ActuatorParams
+
+__all__ = ["Plant", "IndependentServosPlant"]
+
+
+@runtime_checkable
+class Plant(Protocol):
+    """What the virtual bus needs from physics.
+
+    Attributes
+    ----------
+    n : int
+        Number of servos (joints), in the bus's servo order.
+    """
+
+    n: int
+
+    def step(self, dt: float, goal_rad: np.ndarray, torque_on: np.ndarray,
+             out_position: np.ndarray, out_velocity: np.ndarray, out_torque: np.ndarray) -> None:
+        """Advance by ``dt`` s of simulated time and write the joint state.
+
+        Parameters
+        ----------
+        dt : float
+            Simulated time to advance, s (>= 0).
+        goal_rad : (n,) float64
+            Goal position of each servo, rad (0 = the servo's raw centre).
+        torque_on : (n,) bool
+            Whether each servo drives its joint.
+        out_position, out_velocity, out_torque : (n,) float64
+            Filled in place: joint position (rad), velocity (rad/s) and the
+            actuator's motor torque (N*m, what its current sensor sees).
+        """
+        ...
+
+
+class IndependentServosPlant:
+    """One rigid load per servo, integrated with seed 000's actuator model.
+
+    Each joint: ``I qdd = sat(-kp s (q - q_goal) - kd qd) - kc sgn(qd) - mgl sin(q - q_down)``
+    with the active part saturated at the torque limit (stall torque by
+    default) and ``s`` the gain scale the servo's gain registers set.  Fixed
+    substeps (default 0.5 ms) of semi-implicit Euler; the Coulomb term sticks
+    (Karnopp): a joint at rest stays at rest while the other torques are
+    below ``kc``, and friction never reverses a motion within a substep.
+    Time is counted in integer nanoseconds so that repeated runs are
+    bit-identical whatever the sequence of ``dt``.
+
+    Parameters
+    ----------
+    params : sequence of ActuatorParams, length n
+    substep_s : float
+        Integration step, s.
+    position0, velocity0 : (n,) array_like, optional
+        Initial state, rad and rad/s (default zeros).
+    """
+
+    def __init__(self, params: Sequence[ActuatorParams], substep_s: float = 5e-4,
+                 position0=None, velocity0=None):
+        params = list(params)
+        if not params:
+            raise ValueError("IndependentServosPlant needs at least one servo")
+        if not (0 < substep_s <= 0.01):
+            raise ValueError(f"substep_s must be in (0, 0.01] s, got {substep_s!r}")
+        self.n = len(params)
+        self.params = tuple(params)
+
+        def col(name):
+            return np.array([getattr(p, name) for p in params], dtype=np.float64)
+
+        self._kp, self._kd, self._kc = col("kp"), col("kd"), col("kc")
+        self._stall = col("stall_torque")
+        self._inv_inertia = 1.0 / col("inertia")
+        self._mgl, self._q_down = col("gravity_torque"), col("gravity_down_rad")
+        self._damping_off = col("damping_off")
+        self._has_gravity = bool(np.any(self._mgl != 0.0))
+        self._kp_eff = self._kp.copy()
+        self._limit = self._stall.copy()
+        self._h_ns = int(round(substep_s * 1e9))
+        self._h = self._h_ns * 1e-9
+        self._acc_ns = 0
+        self.time_ns = 0
+        self.q = np.zeros(self.n) if position0 is None else np.array(position0, dtype=np.float64)
+        self.v = np.zeros(self.n) if velocity0 is None else np.array(velocity0, dtype=np.float64)
+        if self.q.shape != (self.n,) or self.v.shape != (self.n,):
+            raise ValueError(f"position0/velocity0 must have shape ({self.n},)")
+        self.tau = np.zeros(self.n)
+
+    @property
+    def substep_s(self) -> float:
+        """Integration step, s."""
+        return self._h
+
+    def set_actuation(self, kp_scale: np.ndarray, torque_limit_nm: np.ndarray) -> None:
+        """Gain scale (1 = factory gains) and active-torque limit (N*m) per servo, (n,)."""
+        np.multiply(self._kp, kp_scale, out=self._kp_eff)
+        np.minimum(self._stall, torque_limit_nm, out=self._limit)
+
+    def set_state(self, position, velocity=None) -> None:
+        """Place the joints, rad (and rad/s; default at rest)."""
+        self.q[:] = position
+        self.v[:] = 0.0 if velocity is None else velocity
+
+    def step(self, dt, goal_rad, torque_on, out_position, out_velocity, out_torque) -> None:
+        """See :meth:`Plant.step`."""
+        self._acc_ns += int(round(dt * 1e9))
+        k, self._acc_ns = divmod(self._acc_ns, self._h_ns)
+        if k:
+            goal = np.asarray(goal_rad, dtype=np.float64)
+            on = np.asarray(torque_on, dtype=bool)
+            for _ in range(k):
+                self._substep(goal, on)
+            self.time_ns += k * self._h_ns
+        out_position[:] = self.q
+        out_velocity[:] = self.v
+        out_torque[:] = self.tau
+
+    def _substep(self, goal: np.ndarray, on: np.ndarray) -> None:
+        q, v, h = self.q, self.v, self._h
+        tau_m = -self._kp_eff * (q - goal) - self._kd * v
+        np.clip(tau_m, -self._limit, self._limit, out=tau_m)
+        tau_m[~on] = 0.0
+        self.tau = tau_m
+        tau = tau_m - np.where(on, 0.0, self._damping_off) * v
+        if self._has_gravity:
+            tau -= self._mgl * np.sin(q - self._q_down)
+        kc = self._kc
+        moving = v != 0.0
+        # direction friction opposes: the motion, or (at rest) the torque that would start one
+        s = np.where(moving, np.sign(v), np.sign(tau))
+        acc = (tau - kc * s) * self._inv_inertia
+        acc[~moving & (np.abs(tau) <= kc)] = 0.0   # static friction holds
+        v_new = v + acc * h
+        v_new[moving & (v_new * v < 0.0)] = 0.0    # friction stops, never reverses
+        self.v = v_new
+        self.q = q + v_new * h

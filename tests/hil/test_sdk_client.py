@@ -1,0 +1,103 @@
+"""dynamixel_sdk as a second client of the virtual bus (ROBOTIS's own reading of the bytes)."""
+
+import dynamixel_sdk as dxl
+import pytest
+
+from firmware_bridge.control_table import get_table
+
+pytestmark = pytest.mark.hil
+
+XM = {n: r.address for n, r in get_table("XM430-W350").registers.items()}
+AX = {n: r.address for n, r in get_table("AX-18A").registers.items()}
+
+
+@pytest.fixture
+def sdk_port():
+    ports = []
+
+    def open_port(path, baud=1_000_000):
+        port = dxl.PortHandler(path)
+        assert port.openPort() and port.setBaudRate(baud)
+        ports.append(port)
+        return port
+
+    yield open_port
+    for p in ports:
+        p.closePort()
+
+
+def ok(result):
+    *value, comm, err = result if isinstance(result, tuple) and len(result) == 3 else (None, *result)
+    assert comm == dxl.COMM_SUCCESS and err == 0, f"comm={comm} err={err}"
+    return value[0] if value else None
+
+
+def test_protocol2_ping_read_write(virtual_bus, sdk_port):
+    port = sdk_port(virtual_bus(servos="1-4:XM430-W350"))
+    ph = dxl.PacketHandler(2.0)
+    assert ok(ph.ping(port, 3)) == 1020
+    assert ok(ph.read1ByteTxRx(port, 3, XM["firmware_version"])) == 48
+    ok(ph.write1ByteTxRx(port, 3, XM["led"], 1))
+    assert ok(ph.read1ByteTxRx(port, 3, XM["led"])) == 1
+    ok(ph.write2ByteTxRx(port, 3, XM["position_p_gain"], 900))
+    assert ok(ph.read2ByteTxRx(port, 3, XM["position_p_gain"])) == 900
+    ok(ph.write4ByteTxRx(port, 3, XM["profile_velocity"], 77))
+    assert ok(ph.read4ByteTxRx(port, 3, XM["profile_velocity"])) == 77
+    ok(ph.write1ByteTxRx(port, 3, XM["torque_enable"], 1))
+    assert ph.write1ByteTxRx(port, 3, XM["return_delay_time"], 0)[1] == 7    # access error
+    pinged, comm = ph.broadcastPing(port)
+    assert comm == dxl.COMM_SUCCESS and sorted(pinged) == [1, 2, 3, 4]
+
+
+def test_protocol2_group_sync_read_write_and_fast_sync_read(virtual_bus, sdk_port, poll_until):
+    port = sdk_port(virtual_bus(servos="1-4:XM430-W350"))
+    ph = dxl.PacketHandler(2.0)
+    sw = dxl.GroupSyncWrite(port, ph, XM["torque_enable"], 1)
+    for i in range(1, 5):
+        sw.addParam(i, [1])
+    assert sw.txPacket() == dxl.COMM_SUCCESS
+    goals = {1: 2048 + 300, 2: 2048 - 300, 3: 2048 + 100, 4: 2048}
+    sw = dxl.GroupSyncWrite(port, ph, XM["goal_position"], 4)
+    for i, g in goals.items():
+        sw.addParam(i, list(g.to_bytes(4, "little")))
+    assert sw.txPacket() == dxl.COMM_SUCCESS
+    sr = dxl.GroupSyncRead(port, ph, XM["present_position"], 4)
+    for i in goals:
+        sr.addParam(i)
+
+    def settled():
+        assert sr.txRxPacket() == dxl.COMM_SUCCESS
+        return all(abs(sr.getData(i, XM["present_position"], 4) - g) <= 4 for i, g in goals.items())
+
+    assert poll_until(settled, timeout=10)
+    fr = dxl.GroupSyncRead(port, ph, XM["goal_position"], 4)
+    for i in goals:
+        fr.addParam(i)
+    assert fr.fastSyncRead() == dxl.COMM_SUCCESS
+    assert {i: fr.getData(i, XM["goal_position"], 4) for i in goals} == goals
+
+
+def test_protocol2_group_bulk_read(virtual_bus, sdk_port):
+    port = sdk_port(virtual_bus(servos="1-2:XM430-W350"))
+    ph = dxl.PacketHandler(2.0)
+    br = dxl.GroupBulkRead(port, ph)
+    assert br.addParam(1, XM["model_number"], 2) and br.addParam(2, XM["status_return_level"], 1)
+    assert br.txRxPacket() == dxl.COMM_SUCCESS
+    assert br.getData(1, XM["model_number"], 2) == 1020
+    assert br.getData(2, XM["status_return_level"], 1) == 2
+
+
+def test_protocol1_read_write_and_sync_write(virtual_bus, sdk_port):
+    port = sdk_port(virtual_bus(servos="1-3:AX-18A", protocol=1))
+    ph = dxl.PacketHandler(1.0)
+    assert ok(ph.ping(port, 2)) == 18
+    ok(ph.write1ByteTxRx(port, 2, AX["led"], 1))
+    assert ok(ph.read1ByteTxRx(port, 2, AX["led"])) == 1
+    ok(ph.write2ByteTxRx(port, 2, AX["goal_position"], 700))
+    assert ok(ph.read2ByteTxRx(port, 2, AX["goal_position"])) == 700
+    sw = dxl.GroupSyncWrite(port, ph, AX["goal_position"], 2)
+    for i, g in ((1, 300), (2, 400), (3, 500)):
+        sw.addParam(i, list(g.to_bytes(2, "little")))
+    assert sw.txPacket() == dxl.COMM_SUCCESS
+    assert [ok(ph.read2ByteTxRx(port, i, AX["goal_position"])) for i in (1, 2, 3)] == [300, 400, 500]
+    assert ok(ph.read2ByteTxRx(port, 3, AX["model_number"])) == 18

@@ -1,0 +1,123 @@
+"""Config loading: typed defaults, YAML on top, errors that name the key, section and file."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.config import RobotConfig, builtin_config, config_from_dict, load_config
+from controller.errors import ConfigError
+
+SERVOS = [{"id": 1, "model": "XM430-W350", "joint": "a", "min": -1.0, "max": 1.0},
+          {"id": 2, "model": "XM430-W350", "joint": "b", "direction": -1, "offset": 0.1}]
+
+
+def write(tmp_path: Path, data, name="robot.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return p
+
+
+def test_defaults_fill_missing_sections(tmp_path):
+    cfg = load_config(write(tmp_path, {"servos": SERVOS}))
+    assert isinstance(cfg, RobotConfig)
+    assert cfg.loop.rate_hz == 1000.0
+    assert cfg.bus.protocol == 2 and cfg.bus.port is None
+    assert cfg.shutdown.mode == "torque_off"
+    assert cfg.safety.comm_error_window == 200 and cfg.safety.comm_error_rate == 0.05
+    assert cfg.servos[1].direction == -1 and cfg.servos[1].offset == 0.1
+    assert cfg.joint_names == ("a", "b")
+    assert cfg.source == str(tmp_path / "robot.yaml")
+
+
+def test_unknown_top_level_key_names_key_and_file(tmp_path):
+    p = write(tmp_path, {"servos": SERVOS, "lopo": {"rate_hz": 5}})
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert "'lopo'" in msg and str(p) in msg
+    assert e.value.key == "lopo"
+
+
+def test_unknown_nested_key_names_section(tmp_path):
+    p = write(tmp_path, {"servos": SERVOS, "loop": {"rate": 500}})
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert "'rate'" in str(e.value) and "'loop'" in str(e.value) and str(p) in str(e.value)
+    assert e.value.key == "loop.rate"
+
+
+def test_unknown_servo_key_names_index(tmp_path):
+    bad = [dict(SERVOS[0], ofset=0.2)]
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, {"servos": bad}))
+    assert "servos[0].ofset" in str(e.value)
+
+
+@pytest.mark.parametrize("patch, key", [
+    ({"loop": {"rate_hz": "fast"}}, "loop.rate_hz"),
+    ({"loop": {"rate_hz": 0}}, "loop.rate_hz"),
+    ({"bus": {"protocol": 3}}, "bus.protocol"),
+    ({"shutdown": {"mode": "explode"}}, "shutdown.mode"),
+    ({"safety": {"comm_error_rate": 1.5}}, "safety.comm_error_rate"),
+    ({"bus": {"baud": True}}, "bus.baud"),
+])
+def test_bad_values_name_the_key(tmp_path, patch, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, {"servos": SERVOS, **patch}))
+    assert key in str(e.value)
+
+
+def test_duplicate_id_and_bad_limits(tmp_path):
+    dup = [SERVOS[0], dict(SERVOS[1], id=1)]
+    with pytest.raises(ConfigError, match="id 1 already used"):
+        load_config(write(tmp_path, {"servos": dup}))
+    inv = [dict(SERVOS[0], min=1.0, max=-1.0)]
+    with pytest.raises(ConfigError, match="min 1.0 must be below max"):
+        load_config(write(tmp_path, {"servos": inv}))
+    with pytest.raises(ConfigError, match="direction must be 1 or -1"):
+        load_config(write(tmp_path, {"servos": [dict(SERVOS[0], direction=2)]}))
+
+
+def test_missing_servos_and_required_servo_fields(tmp_path):
+    with pytest.raises(ConfigError, match="missing required key 'servos'"):
+        load_config(write(tmp_path, {"robot": "x"}))
+    with pytest.raises(ConfigError, match="servos\\[0\\].joint"):
+        load_config(write(tmp_path, {"servos": [{"id": 1, "model": "XM430-W350"}]}))
+
+
+def test_yaml_syntax_error_has_line(tmp_path):
+    p = write(tmp_path, "servos:\n  - {id: 1\n")
+    with pytest.raises(ConfigError, match="line"):
+        load_config(p)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_model_string_shorthand_and_relative_urdf(tmp_path):
+    cfg = load_config(write(tmp_path, {"servos": SERVOS, "model": "arm.urdf"}))
+    assert cfg.urdf_path() == tmp_path / "arm.urdf"
+    cfg = config_from_dict({"servos": SERVOS, "model": "quadruped"})
+    assert cfg.model.name == "quadruped"
+
+
+def test_current_mode_needs_torque_constant(tmp_path):
+    with pytest.raises(ConfigError, match="torque_constant"):
+        load_config(write(tmp_path, {"servos": [dict(SERVOS[0], mode="current")]}))
+
+
+def test_overrides_are_checked():
+    cfg = config_from_dict({"servos": SERVOS})
+    assert cfg.with_overrides(**{"loop.rate_hz": 250.0}).loop.rate_hz == 250.0
+    with pytest.raises(ConfigError):
+        cfg.with_overrides(**{"loop.rate_hz": -1.0})
+
+
+@pytest.mark.parametrize("name", ["bench", "arm", "quadruped", "humanoid"])
+def test_builtin_configs_load(name):
+    cfg = builtin_config(name)
+    assert cfg.robot == name and cfg.n >= 1
+    assert cfg.urdf_path() is not None and cfg.urdf_path().exists()

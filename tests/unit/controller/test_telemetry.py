@@ -1,0 +1,154 @@
+"""Telemetry: chunk format, writer thread, truncated last chunk, damaged chunk, export."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from controller.errors import TelemetryFormatError
+from controller.telemetry import TelemetryRing, TelemetryWriter, columns_for
+from controller.telemetry_format import MAGIC, SYNC, encode_json, encode_rows, read_telemetry
+
+JOINTS = ["a", "b"]
+
+
+def fill(ring, k0, k1):
+    for k in range(k0, k1):
+        r = ring.row()
+        r[:] = k
+        r[0] = k
+        ring.commit()
+
+
+def make_file(tmp_path, rows=100, flush=True, summary=True):
+    ring = TelemetryRing(JOINTS, 64)
+    w = TelemetryWriter(tmp_path / "t.sltl", ring, {"robot": "r", "rate_hz": 100.0, "joint_names": JOINTS},
+                        flush_s=10.0)
+    w.start()
+    for k0 in range(0, rows, 20):
+        fill(ring, k0, min(rows, k0 + 20))
+        w.event("state", f"at {k0}", k0, k0 * 0.01)
+        w.flush()
+    w.close({"ticks": rows} if summary else None)
+    return tmp_path / "t.sltl"
+
+
+def test_columns_layout():
+    cols = columns_for(JOINTS)
+    assert cols[:3] == ["tick", "t_s", "late_us"]
+    assert "q.a" in cols and "tau_ff.b" in cols
+    ring = TelemetryRing(JOINTS, 8)
+    assert [cols[i] for i in range(*ring.joint_slice["q"].indices(len(cols)))] == ["q.a", "q.b"]
+
+
+def test_roundtrip(tmp_path):
+    tel = read_telemetry(make_file(tmp_path))
+    assert tel.header["robot"] == "r" and tel.columns == columns_for(JOINTS)
+    assert tel.data.shape == (100, len(tel.columns))
+    np.testing.assert_array_equal(tel.column("tick"), np.arange(100))
+    assert [e["message"] for e in tel.events][:2] == ["at 0", "at 20"]
+    assert tel.summary == {"ticks": 100}
+    assert not tel.truncated and not tel.problems and tel.gaps == 0
+
+
+def test_truncated_last_chunk_keeps_everything_before(tmp_path):
+    p = make_file(tmp_path, summary=False)
+    data = p.read_bytes()
+    last = data.rfind(SYNC)
+    for cut in (last + 5, last + 30, len(data) - 1):
+        p.write_bytes(data[:cut])
+        tel = read_telemetry(p)
+        assert tel.truncated and "truncated" in tel.problems[0]
+        assert str(last) in tel.problems[0]  # names the byte offset
+        assert tel.data.shape[0] == 80  # the last 20-row chunk is lost, nothing else
+        np.testing.assert_array_equal(tel.column("tick"), np.arange(80))
+
+
+def test_damaged_middle_chunk_is_skipped_and_reported(tmp_path):
+    p = make_file(tmp_path)
+    data = bytearray(p.read_bytes())
+    # flip a byte inside the second ROWS chunk's payload
+    first_rows = data.find(b"ROWS")
+    second = data.find(b"ROWS", first_rows + 4)
+    data[second + 40] ^= 0xFF
+    p.write_bytes(bytes(data))
+    tel = read_telemetry(p)
+    assert any("CRC" in m for m in tel.problems)
+    assert tel.data.shape[0] == 80 and tel.gaps == 20
+    assert tel.summary == {"ticks": 100}
+
+
+def test_not_a_telemetry_file(tmp_path):
+    p = tmp_path / "x.sltl"
+    p.write_bytes(b"hello world")
+    with pytest.raises(TelemetryFormatError, match="bad magic"):
+        read_telemetry(p)
+    p.write_bytes(MAGIC + encode_rows(0, np.zeros((1, 3))))
+    with pytest.raises(TelemetryFormatError, match="no readable HEAD"):
+        read_telemetry(p)
+
+
+def test_ring_overrun_is_recorded_not_silent(tmp_path):
+    ring = TelemetryRing(JOINTS, 16)
+    w = TelemetryWriter(tmp_path / "o.sltl", ring, {"joint_names": JOINTS}, flush_s=10.0)
+    w.start()
+    fill(ring, 0, 40)  # more than the ring holds before any flush
+    w.flush()
+    w.close()
+    tel = read_telemetry(tmp_path / "o.sltl")
+    assert w.lost_rows > 0
+    assert any("overrun" in e["message"] for e in tel.events)
+    assert tel.data.shape[0] == 40 - w.lost_rows
+    np.testing.assert_array_equal(tel.column("tick"), np.arange(w.lost_rows, 40))
+
+
+def test_writer_thread_flushes_on_its_own(tmp_path):
+    import time
+
+    ring = TelemetryRing(JOINTS, 256)
+    w = TelemetryWriter(tmp_path / "w.sltl", ring, {"joint_names": JOINTS}, flush_s=0.01)
+    w.start()
+    fill(ring, 0, 10)
+    deadline = time.monotonic() + 5.0
+    while w.written < 10 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert w.written == 10
+    # readable while the writer is still running (as after a SIGKILL)
+    assert read_telemetry(tmp_path / "w.sltl").data.shape[0] == 10
+    w.close()
+
+
+def test_export_csv_and_mcap(tmp_path):
+    from controller.log_export import export_csv, export_mcap
+
+    tel = read_telemetry(make_file(tmp_path, rows=40))
+    n = export_csv(tel, tmp_path / "out.csv")
+    with open(tmp_path / "out.csv") as f:
+        rows = list(csv.reader(f))
+    assert n == 40 and rows[0] == tel.columns and len(rows) == 41
+    assert float(rows[5][0]) == 4.0
+    pytest.importorskip("mcap")
+    from mcap.reader import make_reader
+
+    m = export_mcap(tel, tmp_path / "out.mcap")
+    with open(tmp_path / "out.mcap", "rb") as f:
+        topics = [ch.topic for _, ch, _ in make_reader(f).iter_messages()]
+    assert m == len(topics) == 40 + len(tel.events)
+    assert topics.count("/servoloop/telemetry") == 40
+    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+
+
+def test_plot_writes_png(tmp_path):
+    from controller.log_plot import plot_telemetry
+
+    tel = read_telemetry(make_file(tmp_path, rows=40))
+    out = plot_telemetry(tel, tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_encode_json_chunk_is_self_describing():
+    c = encode_json(b"EVNT", {"a": 1})
+    assert c.startswith(SYNC + b"EVNT")
+    with pytest.raises(ValueError):
+        encode_json(b"NOPE", {})
