@@ -146,16 +146,23 @@ def _sdk(port: str, n: int, baud: int):
     return ph, cycle, failures
 
 
-def _rate(cycle, seconds: float = 1.0) -> float:
-    """Cycles per wall-clock second over ``seconds``."""
+def _rate(cycle, seconds: float = 0.5, windows: int = 4) -> float:
+    """Best cycles per wall-clock second over ``windows`` windows of ``seconds``.
+
+    The best window, like the best block for CPU time, filters out the time
+    this shared machine gives to other processes (the virtual bus is one too).
+    """
     for _ in range(20):
         cycle()
-    t0 = time.perf_counter()
-    k = 0
-    while time.perf_counter() - t0 < seconds:
-        cycle()
-        k += 1
-    return k / (time.perf_counter() - t0)
+    best = 0.0
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < seconds:
+            cycle()
+            k += 1
+        best = max(best, k / (time.perf_counter() - t0))
+    return best
 
 
 def run(args) -> dict:
@@ -177,7 +184,7 @@ def run(args) -> dict:
             ours()
             sdk()
         t_ours, t_sdk = interleaved_times(ours, sdk, cycles, repeats, clock=time.process_time)
-        case = f"{n} servos sync read {LEN} B + sync write {GOAL_LEN} B"
+        case = f"{n} servos r{LEN}B+w{GOAL_LEN}B"
         rows.append(Row(case, "cpu_per_cycle_us", "us", t_ours * 1e6, "dynamixel_sdk", t_sdk * 1e6))
         bus.close()
         sdk_port.closePort()
@@ -192,7 +199,7 @@ def run(args) -> dict:
             rate = _rate(ours)
             bus.close()
             limit = wire_limit_hz(n, baud)
-            rows.append(Row(f"{n} servos at {baud // 1000} kbps, wire timing", "cycle_rate_hz", "Hz",
+            rows.append(Row(f"{n} servos {baud / 1e6:g} Mbps wire", "cycle_rate_hz", "Hz",
                             rate, "wire-time limit", limit))
             if f_ours[0]:
                 print(f"bench bus: failed reads at wire timing: {f_ours[0]}", file=sys.stderr)

@@ -5,11 +5,18 @@ Per-call time from Python of rnea, crba and aba on ur5, solo12 and talos
 the same state; and the batch forms (rnea_batch, aba_batch, regressor_batch
 over N states, GIL released) against a Python loop over Pinocchio.
 Rows: case "ROBOT/KERNEL", ratio = ours / pinocchio (below 1 is faster).
+
+Clock: by default the CPU time of the calling thread (``time.thread_time``),
+not the wall clock.  The kernels are single-threaded, so on an idle machine
+both are the same; on a shared one (2 cores, several jobs) the thread clock
+does not charge either side for time spent descheduled.  ``--clock wall``
+gives ``time.perf_counter``.
 """
 
 from __future__ import annotations
 
 import sysconfig
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +36,21 @@ ROBOTS = {
 def add_arguments(parser) -> None:
     parser.add_argument("--robots", default=",".join(ROBOTS),
                         help="comma-separated subset of " + ",".join(ROBOTS))
-    parser.add_argument("--number", type=int, default=2000,
+    parser.add_argument("--number", type=int, default=500,
                         help="calls per timed block (single-call rows)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed blocks, best kept")
+    parser.add_argument("--repeats", type=int, default=15,
+                        help="timed blocks, best kept (many short blocks resist a busy machine)")
     parser.add_argument("--batch", type=int, default=1000, help="states per batch call (N)")
     parser.add_argument("--no-batch", action="store_true", help="skip the batch rows")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
+                        help="thread: CPU time of this thread (default); wall: perf_counter")
+
+
+CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
+
+
+def _clock(args):
+    return CLOCKS[getattr(args, "clock", "thread")]
 
 
 def _erd_root() -> Path:
@@ -59,7 +76,7 @@ def _single_rows(name, model, data, pm, pd, args, core_cy, pin):
     }
     rows = []
     for kernel, (ours, anchor) in cases.items():
-        t_o, t_a = interleaved_times(ours, anchor, args.number, args.repeats)
+        t_o, t_a = interleaved_times(ours, anchor, args.number, args.repeats, clock=_clock(args))
         rows.append(Row(f"{name}/{kernel}", "time_per_call_us", "us", t_o * 1e6,
                         "pinocchio", t_a * 1e6))
     return rows
@@ -88,7 +105,7 @@ def _batch_rows(name, model, data, pm, pd, args, core_cy, pin):
     rows = []
     number = max(1, args.number // n)
     for kernel, (ours, anchor) in cases.items():
-        t_o, t_a = interleaved_times(ours, anchor, number, max(3, args.repeats // 2))
+        t_o, t_a = interleaved_times(ours, anchor, number, args.repeats, clock=_clock(args))
         rows.append(Row(f"{name}/{kernel}[N={n}]", "time_per_batch_us", "us", t_o * 1e6,
                         "pinocchio_python_loop", t_a * 1e6))
     return rows

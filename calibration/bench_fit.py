@@ -4,7 +4,9 @@ Per firmware gain: seed 000's regression first (the paper's estimate,
 kept in the output as ``paper``), then an output-error fit of the "bench"
 model (seed 000's law + stall saturation + command latency, and the
 gravity zero when the load is a pendulum) started from it.  The simulation
-runs at 0.1 ms substeps on a 1 ms resampled grid.
+runs at 0.5 ms substeps on a 1 ms resampled grid.  When the stall torque is
+known (datasheet in the control table x the torque-limit register) the
+saturation is fixed there instead of fitted.
 """
 
 from __future__ import annotations
@@ -24,30 +26,60 @@ from calibration.simulation import simulation_mae
 __all__ = ["identify_bench", "BENCH_DT_S"]
 
 BENCH_DT_S = 0.001
-_SUBSTEP_S = 0.0001
+# 0.5 ms: accurate to <1 % of kp for natural frequencies below ~100 rad/s, and
+# the virtual servo bus integrates at the same step
+_SUBSTEP_S = 0.0005
 # windows short enough for a quartic to follow a ~50 ms transient: a better
 # first guess than the paper's half-period windows
 _SHORT_WINDOW_S = 0.04
 
 
-def _bench_spec(rec: Recording, dt: float):
+def _bench_spec(rec: Recording, dt: float, torque_limit: float | None):
     spec = get_model("bench")
     free = list(spec.free)
     if rec.load_mgl() > 0.0:
         free.append("q_offset")  # where the pendulum hangs is not known in servo angles
     fixed = dict(spec.fixed, substeps=max(1, int(math.ceil(dt / _SUBSTEP_S - 1e-9))))
+    if rec.position_quantum > 0.0:
+        free.append("reading_noise_ticks")  # compare with the expected whole-tick reading
+    if torque_limit is not None:
+        free.remove("torque_limit")
+        fixed["torque_limit"] = float(torque_limit)
     return dataclasses.replace(spec, free=tuple(free), fixed=fixed)
 
 
-def _identify_one(rec: Recording, dt: float, half_period: float) -> dict:
-    r = resample(rec, dt)
+def _from_first_step(r: Recording) -> Recording:
+    """The run from just before its first goal step, starting at the averaged resting reading.
+
+    The simulation starts from one logged sample; a single whole-tick reading
+    can be a tick off, and with Coulomb friction a start a tick off stays a
+    tick off for the whole first hold.  The mean of the readings over the
+    100 ms before the step is the resting position to within a fraction of
+    a tick.
+    """
+    steps = np.flatnonzero(np.abs(np.diff(r.goal)) > 1e-6)
+    if steps.size == 0:
+        return r
+    i = int(steps[0])  # last sample before the step
+    w = max(1, int(round(0.1 / r.dt)))
+    q0 = float(np.mean(r.position[max(0, i - w + 1): i + 1]))
+    out = dataclasses.replace(r, t=r.t[i:] - r.t[i], position=r.position[i:].copy(), goal=r.goal[i:],
+                              speed=np.zeros(r.n - i), torque_enable=r.torque_enable[i:],
+                              input_volts=r.input_volts[i:], extra={})
+    out.position[0] = q0
+    return out
+
+
+def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit) -> dict:
+    r = _from_first_step(resample(rec, dt))
     paper = fit_seed000([r], max_segment_s=half_period)
     short = fit_seed000([r], max_segment_s=_SHORT_WINDOW_S)
-    spec = _bench_spec(r, dt)
+    spec = _bench_spec(r, dt, torque_limit)
     starts = [
         {"kp": max(g.kp, 0.05), "kd": max(g.kd, 0.0), "kc": max(g.kc, 0.005),
-         "torque_limit": 10.0, "command_delay": 0.001} for g in (short, paper)
-    ] + [{"kp": 5.0, "kd": 0.1, "kc": 0.02, "torque_limit": 10.0, "command_delay": 0.001}]
+         "torque_limit": 10.0, "command_delay": 0.001, "reading_noise_ticks": 0.3} for g in (short, paper)
+    ] + [{"kp": 5.0, "kd": 0.1, "kc": 0.02, "torque_limit": 10.0, "command_delay": 0.001,
+          "reading_noise_ticks": 0.3}]
     best = None
     for start in starts:
         res = fit_output_error(spec, [r], start, method="lsq", max_nfev=200)
@@ -60,8 +92,12 @@ def _identify_one(rec: Recording, dt: float, half_period: float) -> dict:
             "paper": paper, "samples": r.n}
 
 
-def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float = BENCH_DT_S) -> dict:
+def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float = BENCH_DT_S,
+                   torque_limit: float | None = None) -> dict:
     """Identification result in the CLI's JSON shape.
+
+    torque_limit : float, optional
+        Known saturation of the drive [N*m] (else fitted).
 
     Returns
     -------
@@ -73,7 +109,7 @@ def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float =
     """
     if not recs:
         raise FitError("no recordings to identify")
-    per_gain = [_identify_one(r, dt, half_period) for r in recs]
+    per_gain = [_identify_one(r, dt, half_period, torque_limit) for r in recs]
     first = per_gain[0]
     params = dict(first["params"])
     params["kp_by_gain"] = {str(int(g["gain"])): g["params"]["kp"] for g in per_gain}

@@ -88,8 +88,13 @@ def run_fit(args) -> int:
 
 def _run_fit(args) -> int:
     from calibration.models import get_model
-    from calibration.offline import (OfflineFit, cross_validate_by_gain, fit_logs, load_resampled,
-                                     score_logs, simulated_runs)
+    from calibration.offline import (
+        OfflineFit,
+        fit_logs,
+        load_resampled,
+        score_logs,
+        simulated_runs,
+    )
 
     names = [m for m in args.model.split(",") if m]
     for m in names:
@@ -209,7 +214,7 @@ def _add_actuator(csub):
     load.add_argument("--inertia", type=float, help="load inertia about the axis, kg*m^2 (no gravity)")
     p.add_argument("--half-period", type=float, default=0.67, help="s (seed 000: 0.67)")
     p.add_argument("--amplitude", type=float, default=None, help="rad (default: from a pilot step)")
-    p.add_argument("--cycles", type=int, default=4)
+    p.add_argument("--cycles", type=int, default=8, help="square-wave periods per gain (default 8)")
     p.add_argument("--gains", default=None, help="firmware position gains, comma list (AX: compliance slopes)")
     p.add_argument("--out", required=True, metavar="PARAMS.yaml")
     p.add_argument("--report", metavar="REPORT.png")

@@ -37,7 +37,7 @@ from calibration.recording import Recording
 
 __all__ = ["LoadSpec", "parse_load", "ServoSnapshot", "gain_registers", "snapshot_servo",
            "restore_servo", "square_wave_goal", "record_square_wave", "pilot_amplitude",
-           "run_experiment", "ExperimentClock"]
+           "run_experiment", "ExperimentClock", "known_torque_limit"]
 
 
 @dataclass(frozen=True)
@@ -185,8 +185,14 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
     t0 = clock.now()
     last_print = -1.0
     while True:
-        clock.tick()
-        reader.read()
+        try:
+            clock.tick()
+            reader.read()
+        except Exception as exc:
+            # a servo that stops answering mid-run: keep what was recorded
+            err = ExperimentError(f"servo {servo_id}: bus failed after {len(rows)} samples: {exc}")
+            err.partial = _channels(rows, reader) if rows else None
+            raise err from exc
         t = clock.now() - t0
         if t >= duration:
             break
@@ -203,10 +209,14 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
     if progress:
         _bar(label, 1.0)
         print(file=sys.stderr)
+    if len(rows) < 10:
+        raise ExperimentError(f"servo {servo_id}: only {len(rows)} samples in {duration:.1f} s")
+    return _channels(rows, reader)
+
+
+def _channels(rows, reader) -> dict:
     names = ["t", "goal"] + [("position" if n == "present_position" else n) for n in reader.values]
     arr = np.array(rows, dtype=float)
-    if arr.shape[0] < 10:
-        raise ExperimentError(f"servo {servo_id}: only {arr.shape[0]} samples in {duration:.1f} s")
     return {n: arr[:, i].copy() for i, n in enumerate(names)}
 
 
@@ -266,6 +276,17 @@ def pilot_amplitude(bus, servo_id: int, center: float, clock=None, pilot_rad: fl
     return float(np.clip(fraction * pilot_rad / (2.0 * ratio), 0.05, 0.6)), ratio
 
 
+def known_torque_limit(bus, servo_id: int) -> float | None:
+    """Stall torque from the datasheet (control table) x the torque-limit register, N*m, or None."""
+    table = bus.table(servo_id)
+    stall = getattr(table, "stall_torque_nm", None)
+    if not stall:
+        return None
+    if "torque_limit" in table.registers:
+        return float(stall) * min(1.0, float(bus.read(servo_id, "torque_limit")))
+    return float(stall)
+
+
 def run_experiment(bus, servo_id: int, load: LoadSpec, gains: list[int] | None, half_period: float,
                    amplitude: float | None, cycles: int, clock=None, progress: bool = True,
                    on_recording=None) -> list[Recording]:
@@ -306,20 +327,14 @@ def run_experiment(bus, servo_id: int, load: LoadSpec, gains: list[int] | None, 
             bus.write(servo_id, "goal_position", center)
             bus.write_raw(servo_id, "torque_enable", 1)
             amp, ratio = (amplitude, None) if amplitude else pilot_amplitude(bus, servo_id, center, clock)
-            ch = record_square_wave(bus, servo_id, center, amp, half_period, cycles, clock, progress,
-                                    label=f"servo {servo_id} gain {gain}")
-            n = ch["t"].shape[0]
-            vin = ch.get("present_input_voltage", np.full(n, math.nan))
-            rec = Recording(
-                path=f"servo{servo_id}_gain{gain}", t=ch["t"], position=ch["position"], goal=ch["goal"],
-                speed=ch.get("present_velocity", np.zeros(n)), torque_enable=np.ones(n, bool),
-                input_volts=np.where(np.isfinite(vin), vin, 0.0), kp_fw=float(gain), vin=0.0,
-                mass=load.mass, length=load.length, inertia=load.inertia, servo_model=table.name,
-                trajectory="square_wave", servo_id=servo_id,
-                extra={k: v for k, v in ch.items() if k in ("present_current",)},
-            )
-            rec.extra["amplitude_rad"] = np.full(n, amp)
-            rec.position_quantum = float(table["present_position"].scale)
+            try:
+                ch = record_square_wave(bus, servo_id, center, amp, half_period, cycles, clock, progress,
+                                        label=f"servo {servo_id} gain {gain}")
+            except ExperimentError as exc:
+                if getattr(exc, "partial", None) is not None and on_recording is not None:
+                    on_recording(_to_recording(exc.partial, servo_id, gain, load, table, amp, partial=True))
+                raise
+            rec = _to_recording(ch, servo_id, gain, load, table, amp)
             recs.append(rec)
             if on_recording is not None:
                 on_recording(rec)
@@ -328,3 +343,21 @@ def run_experiment(bus, servo_id: int, load: LoadSpec, gains: list[int] | None, 
         if failures:
             print(f"servo {servo_id}: could not restore " + "; ".join(failures), file=sys.stderr)
     return recs
+
+
+def _to_recording(ch: dict, servo_id, gain, load: LoadSpec, table, amp, partial=False) -> Recording:
+    """Raw channels of one run as a Recording (``_partial`` appended when cut short)."""
+    n = ch["t"].shape[0]
+    vin = ch.get("present_input_voltage", np.full(n, math.nan))
+    rec = Recording(
+        path=f"servo{servo_id}_gain{int(gain)}" + ("_partial" if partial else ""),
+        t=ch["t"], position=ch["position"], goal=ch["goal"],
+        speed=ch.get("present_velocity", np.zeros(n)), torque_enable=np.ones(n, bool),
+        input_volts=np.where(np.isfinite(vin), vin, 0.0), kp_fw=float(gain), vin=0.0,
+        mass=load.mass, length=load.length, inertia=load.inertia, servo_model=table.name,
+        trajectory="square_wave", servo_id=servo_id,
+        extra={k: v for k, v in ch.items() if k in ("present_current",)},
+        position_quantum=float(table["present_position"].scale),
+    )
+    rec.extra["amplitude_rad"] = np.full(n, float(amp))
+    return rec

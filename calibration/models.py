@@ -93,6 +93,7 @@ _RANGES = {
     "drive_asymmetry": (0.0, -0.5, 0.5),  # motor torque x (1 + a sgn(tau))
     "duty_offset": (0.02, 0.0, 0.3),      # duty floor (dead-zone compensation)
     "gain_exponent": (1.0, 0.5, 1.2),     # effective gain ~ kp_fw^beta
+    "reading_noise_ticks": (0.3, 0.05, 2.0),  # encoder reading noise before rounding
 }
 
 _M1 = ["kt", "R", "armature", "q_offset", "friction_base", "friction_viscous"]

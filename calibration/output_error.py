@@ -28,7 +28,7 @@ from scipy.optimize import least_squares
 from calibration.errors import FitError
 from calibration.models import ModelSpec
 from calibration.recording import Recording
-from calibration.simulation import simulate_recording, simulation_mae
+from calibration.simulation import expected_reading, simulate_recording, simulation_mae
 
 __all__ = ["FitResult", "fit_output_error"]
 
@@ -72,7 +72,7 @@ def _to_x(model, params):
 def _from_x(model, x):
     lo, hi = model.bounds()
     v = lo + np.clip(x, 0.0, 1.0) * (hi - lo)
-    return dict(zip(model.free, v.tolist()))
+    return dict(zip(model.free, v.tolist(), strict=True))
 
 
 def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None = None,
@@ -113,8 +113,11 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
     def residuals(x):
         params = _from_x(model, x)
         out = []
-        for r, w in zip(recs, weights):
+        sigma = params.get("reading_noise_ticks")
+        for r, w in zip(recs, weights, strict=True):
             q, _, _ = simulate_recording(model, params, r)
+            if sigma is not None and r.position_quantum > 0.0:
+                q = expected_reading(q, r.position_quantum, sigma)
             out.append(w * (q - r.position))
         count[0] += 1
         if progress and count[0] % 50 == 0:
@@ -185,4 +188,4 @@ def _stderr(model, sol):
         se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * (hi - lo)
     except np.linalg.LinAlgError:
         se = np.full(len(model.free), np.nan)
-    return dict(zip(model.free, se.tolist()))
+    return dict(zip(model.free, se.tolist(), strict=True))

@@ -79,7 +79,7 @@ def plot_fit(path, runs: list[dict], title: str = "") -> Path:
     n = max(len(runs), 1)
     fig, axes = plt.subplots(n, 2, figsize=(13, 2.4 * n), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 1.2]})
-    for (ax, ax_err), run in zip(axes, runs):
+    for (ax, ax_err), run in zip(axes, runs, strict=False):
         err = (run["simulated"] - run["measured"]) * 1e3
         ax.plot(run["t"], run["goal"], color="0.6", lw=0.8, ls=":", label="goal")
         ax.plot(run["t"], run["measured"], color="tab:blue", lw=1.2, label="measured")

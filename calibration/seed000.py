@@ -72,7 +72,7 @@ def segments(rec: Recording, max_segment_s: float = 0.67, min_samples: int = 8) 
     cuts |= set(np.flatnonzero(np.diff(on.astype(int)) != 0) + 1)
     cuts = sorted(cuts)
     out = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         if not on[a]:
             continue
         t0 = rec.t[a]

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.signal import lfilter
+from scipy.special import ndtr
 
 from calibration.models import ModelSpec
 from calibration.recording import Recording
 from core_cy.actuator import simulate
 
-__all__ = ["delayed_goal", "simulate_recording", "simulation_mae", "supply_voltage"]
+__all__ = ["delayed_goal", "simulate_recording", "simulation_mae", "supply_voltage", "expected_reading"]
 
 
 def delayed_goal(goal: np.ndarray, delay_s: float, dt: float) -> np.ndarray:
@@ -73,6 +74,39 @@ def supply_voltage(model: ModelSpec, rec: Recording) -> np.ndarray:
     a = min(rec.dt / model.voltage_filter_s, 1.0)
     y, _ = lfilter([a], [1.0, a - 1.0], rec.input_volts, zi=[(1.0 - a) * rec.input_volts[0]])
     return y
+
+
+def expected_reading(q: np.ndarray, tick: float, noise_ticks: float) -> np.ndarray:
+    """Mean of ``tick * round(q / tick + noise_ticks * N(0, 1))``: what an encoder reports on average.
+
+    A servo reports whole ticks; comparing a simulated position with such
+    readings directly biases a fit whenever the motion rests between two
+    ticks (the AX-18's 5.1 mrad tick is larger than seed 000's Coulomb band
+    kc/kp = 3.2 mrad).  Comparing with the expected reading instead is
+    unbiased.  Closed form, with c = round(x), x = q/tick:
+    ``c + sum_{m>=c} Phi((x-m-1/2)/s) - sum_{m<c} Phi((m+1/2-x)/s)`` (4 terms each way).
+
+    Parameters
+    ----------
+    q : ndarray (n,)
+        Position [rad].
+    tick : float
+        Encoder resolution [rad].
+    noise_ticks : float
+        Reading noise std before rounding [ticks] (> 0).
+
+    Returns
+    -------
+    ndarray (n,)
+    """
+    x = q / tick
+    c = np.round(x)
+    e = c.copy()
+    s = max(noise_ticks, 1e-3)
+    for j in range(4):
+        e += ndtr((x - c - j - 0.5) / s)
+        e -= ndtr((c - j - 0.5 - x) / s)
+    return e * tick
 
 
 def simulation_mae(model: ModelSpec, params: dict, rec: Recording) -> float:

@@ -49,7 +49,7 @@ class JointReader:
             eff = effort_register(t) if effort else None
             groups.setdefault((t.name, eff), []).append(i)
         self.groups = []
-        for (model, eff), idx in groups.items():
+        for (_model, eff), idx in groups.items():
             regs = self.names + ([eff] if eff else [])
             reader = bus.sync_reader(regs, ids=[self.ids[i] for i in idx])
             self.groups.append((reader, np.array(idx, dtype=np.intp), eff))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Clock", "MonotonicClock", "SimulatedClock", "FixedRate", "HAVE_COMPILED_CLOCK"]
 

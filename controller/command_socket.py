@@ -172,10 +172,6 @@ class CommandServer:
         conn.close()
 
     def _run(self) -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except (OSError, AttributeError):
-            pass
         while True:
             for key, _ in self._sel.select():
                 if key.data == "wake":

@@ -11,7 +11,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import threading
 from pathlib import Path
@@ -111,6 +110,10 @@ def cmd_run(args) -> int:
                 if port is None:
                     vproc = VirtualBusProcess(cfg, faults=args.faults)
                     port = vproc.start()
+                    if cfg.loop.sched_fifo:
+                        warning = vproc.make_realtime(cfg.loop.priority - 1)
+                        if warning:
+                            logging.getLogger("servoloop").warning(warning)
                 bus = make_bus(cfg, port)
             from controller.daemon import Daemon
 
@@ -127,6 +130,7 @@ def cmd_run(args) -> int:
         if not args.quiet:
             printer = StatusLine(daemon, sys.stderr)
             printer.start()
+            daemon.helper_threads.append(printer._thread)
         try:
             summary = daemon.run(args.duration)
         finally:
@@ -201,10 +205,6 @@ class StatusLine:
                 f"jitter p99 {d.jitter.percentile_us(99):7.1f} us  missed {d.rate.missed}  bus errors {errs}")
 
     def _run(self) -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except (OSError, AttributeError):
-            pass
         every = 1 if self.tty else 4  # a pipe or a log file gets a line every 2 s
         k = 0
         while not self._stop.wait(self.period_s):

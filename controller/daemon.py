@@ -33,7 +33,7 @@ from controller.controllers.minimum_jerk import min_jerk_s
 from controller.errors import CommandError, ControllerParamError, LifecycleError
 from controller.lifecycle import Lifecycle, State
 from controller.loop_stats import JitterStats
-from controller.realtime import RealtimeReport, apply_realtime, restore_realtime
+from controller.realtime import RealtimeReport, apply_realtime, raise_thread, restore_realtime
 from controller.safety import CommMonitor, LimitChecker
 from controller.telemetry import TelemetryRing, TelemetryWriter
 
@@ -164,6 +164,7 @@ class Daemon:
         self._connected = False
         self._torque_on = False
         self.realtime_report: RealtimeReport | None = None
+        self.helper_threads: list = []  # other threads that take the GIL (status line, ...)
 
         # outputs
         self.telemetry_path = self._resolve_telemetry(telemetry_path)
@@ -196,7 +197,21 @@ class Daemon:
         return Path(path) if path else None
 
     def open_outputs(self) -> None:
-        """Start the telemetry writer and the command socket (before real-time settings)."""
+        """Start the telemetry writer and the command socket (before real-time settings).
+
+        Raises
+        ------
+        _Fault
+            The telemetry file cannot be created or another daemon holds the socket.
+        """
+        try:
+            self._open_outputs()
+        except CommandError as exc:
+            raise _Fault(f"command socket: {exc}") from exc
+        except OSError as exc:
+            raise _Fault(f"telemetry {self.telemetry_path}: {exc.strerror or exc}") from exc
+
+    def _open_outputs(self) -> None:
         if self.telemetry_path is not None:
             header = {"robot": self.cfg.robot, "rate_hz": self.cfg.loop.rate_hz,
                       "joint_names": list(self.joint_names), "servo_ids": list(self.ids),
@@ -351,7 +366,7 @@ class Daemon:
 
     def _configure_modes(self) -> None:
         tables = self._tables()
-        for s, t in zip(self.cfg.servos, tables):
+        for s, t in zip(self.cfg.servos, tables, strict=False):
             if "operating_mode" not in t.registers:
                 if s.mode != "position":
                     raise _Fault(f"servo {s.id} ({s.joint}): model {s.model} has no operating_mode; "
@@ -467,8 +482,9 @@ class Daemon:
         else:
             self._consecutive_missed = 0
         ok = self._read()
+        # a failed servo reads NaN (never a stale number): telemetry shows the gap
+        self._estimate()
         if ok:
-            self._estimate()
             msg = self.limits.check_position(self.state.position)
             if msg is not None and fault is None:
                 fault = msg
@@ -682,13 +698,16 @@ class Daemon:
 
     def _reboot_and_restore(self, sid: int, why: str) -> None:
         """Reboot one servo, then restore what a reboot resets: mode, goal := present, torque."""
-        from firmware_bridge.errors import BridgeError
+        from firmware_bridge.errors import BridgeError, ServoStatusError
 
         i = self.ids.index(sid)
         s = self.cfg.servos[i]
         self._event("reboot", f"servo {sid} ({s.joint}): reboot after {why}")
         try:
-            self.bus.reboot(sid)
+            try:
+                self.bus.reboot(sid)
+            except ServoStatusError:
+                pass  # the reply to REBOOT still carries the alert bit: the servo reboots after it
             deadline = time.monotonic() + 2.0
             while True:
                 try:
@@ -737,7 +756,7 @@ class Daemon:
                 self._tick()
             torque_off = self.cfg.shutdown.mode == "torque_off" or self._signal_torque_off
             if torque_off or self.any_current:
-                for sid, cur in zip(self.ids, self.is_current):
+                for sid, cur in zip(self.ids, self.is_current, strict=False):
                     if torque_off or cur:
                         try:
                             self.bus.write(sid, "torque_enable", 0)
@@ -803,9 +822,22 @@ class Daemon:
         lp = self.cfg.loop
         self.realtime_report = apply_realtime(lp.sched_fifo, lp.priority, lp.lock_memory, lp.cpus)
         self.warnings.extend(self.realtime_report.warnings)
+        if self.realtime_report.sched_fifo:
+            for th in self._helper_threads():
+                w = raise_thread(th.native_id, lp.priority - 10)
+                if w:
+                    self.warnings.append(w)
         # the loop thread must get the GIL back quickly after each sleep
         self._old_switch = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)
+
+    def _helper_threads(self) -> list:
+        threads = list(self.helper_threads)
+        if self.writer is not None:
+            threads.append(self.writer._thread)
+        if self.server is not None:
+            threads.append(self.server._thread)
+        return [t for t in threads if t.is_alive() and t.native_id]
 
     def _end_realtime(self) -> None:
         if self.realtime_report is not None:
@@ -855,7 +887,7 @@ class Daemon:
             "bus_errors": dict(self.bus_errors),
             "faults": list(self.faults),
             "controller": self.controller.status(),
-            "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position)},
+            "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
         }
 

@@ -103,6 +103,16 @@ class VirtualBusProcess:
         self.port = line.decode().strip()
         return self.port
 
+    def make_realtime(self, priority: int) -> str | None:
+        """SCHED_FIFO for the simulated servos too (they stand in for hardware); a warning or None."""
+        if self.proc is None:
+            return "virtual bus not running"
+        try:
+            os.sched_setscheduler(self.proc.pid, os.SCHED_FIFO, os.sched_param(max(1, priority)))
+            return None
+        except (OSError, AttributeError) as exc:
+            return f"SCHED_FIFO for the virtual bus refused: {exc}"
+
     def _stderr_tail(self) -> str:
         if self.proc is None or self.proc.stderr is None:
             return ""

@@ -164,10 +164,6 @@ class TelemetryWriter:
         self.bytes_written += len(data)
 
     def _run(self) -> None:
-        try:  # the loop thread may be SCHED_FIFO; this one must not compete with it
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except (OSError, AttributeError):
-            pass
         while not self._stop.wait(self.flush_s):
             try:
                 self.flush()

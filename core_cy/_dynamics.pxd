@@ -59,16 +59,17 @@ cdef struct ModelC:
     double total_mass       # [kg]
 
 cdef struct DataC:
-    # --- filled by fk_c (placements, motion subspaces) ---
+    # --- filled by fk_c, crba_c, aba_c, com_c, regressor_c (placements, motion subspaces);
+    #     rnea_c works in local frames and leaves them untouched ---
     double* oR              # (nbodies, 9) rotation body -> world
     double* op              # (nbodies, 3) body origin in world [m]
     double* Sw              # (nv, 6) joint motion subspace columns, world frame
-    double* Iw              # (nbodies, 12) world COM (3) and inertia about it, world axes (9)
-    # --- filled by fk_c when v is given, and by rnea_c / aba_c ---
+    double* Iw              # (nbodies, 12) world COM (3), inertia about it, world axes (9): fk_c, crba_c, aba_c
+    # --- velocities: fk_c with v (vw, v_local), aba_c and regressor_c (vw, aw) ---
     double* vw              # (nbodies, 6) body spatial velocity, world frame
     double* v_local         # (nbodies, 6) body spatial velocity, body frame (fk_c only)
     double* aw              # (nbodies, 6) spatial acceleration (incl. -gravity), world
-    double* fw              # (nbodies, 6) joint force transmitted to the body, world
+    double* fw              # (nbodies, 6) reserved (world joint forces)
     # --- scratch for CRBA / ABA / COM / regressor ---
     double* Yc              # (nbodies, 10) composite inertia: m, h(3), I_O(6: xx xy yy xz yz zz)
     double* Ia              # (nbodies, 36) articulated inertia, world frame
@@ -108,6 +109,8 @@ cdef class Data:
     cdef readonly object velocity_body_local, velocity_body_world
 
 cdef void fk_c(const ModelC* m, DataC* d, const double* q, const double* v) noexcept nogil
+# rnea_c: v, a, fext may be NULL (zero); uses d.Ia as scratch, does not touch
+# d.oR / d.op / d.Sw / d.vw (call fk_c for those).
 cdef void rnea_c(const ModelC* m, DataC* d, const double* q, const double* v,
                  const double* a, const double* fext, int with_gravity,
                  double* tau) noexcept nogil

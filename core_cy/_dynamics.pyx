@@ -185,12 +185,13 @@ cdef inline void _rotate_columns(double* R, int k, double c, double s) noexcept 
 
 
 cdef inline bint _is_identity(const double* R) noexcept nogil:
-    # a rotation matrix with a unit diagonal is the identity
-    return R[0] == 1.0 and R[4] == 1.0 and R[8] == 1.0
+    # exact test: a tiny rpy can round the diagonal to 1.0 and keep off-diagonals
+    return (R[0] == 1.0 and R[4] == 1.0 and R[8] == 1.0 and R[1] == 0.0 and R[2] == 0.0
+            and R[3] == 0.0 and R[5] == 0.0 and R[6] == 0.0 and R[7] == 0.0)
 
 
 cdef void _placements(const ModelC* m, DataC* d, const double* q) noexcept nogil:
-    """oR, op, Sw and the world inertias Iw of every body."""
+    """oR, op and Sw of every body (Iw: _world_inertias)."""
     cdef int i, par, k, ax
     cdef double Rj[9]
     cdef double T[9]
@@ -255,9 +256,17 @@ cdef void _placements(const ModelC* m, DataC* d, const double* q) noexcept nogil
                 S[6 * (k + 3) + 3] = oR[k]; S[6 * (k + 3) + 4] = oR[3 + k]
                 S[6 * (k + 3) + 5] = oR[6 + k]
                 _cross(op, &S[6 * (k + 3) + 3], &S[6 * (k + 3)])
-        # world inertia (COM form)
+
+
+cdef void _world_inertias(const ModelC* m, DataC* d) noexcept nogil:
+    """Iw: every body's inertia in the world frame, COM form (after _placements)."""
+    cdef int i
+    cdef double* oR
+    for i in range(m.nbodies):
+        oR = &d.oR[9 * i]
         _matvec(oR, &m.com[3 * i], &d.Iw[12 * i])
-        d.Iw[12 * i] += op[0]; d.Iw[12 * i + 1] += op[1]; d.Iw[12 * i + 2] += op[2]
+        d.Iw[12 * i] += d.op[3 * i]; d.Iw[12 * i + 1] += d.op[3 * i + 1]
+        d.Iw[12 * i + 2] += d.op[3 * i + 2]
         _rot_sym(oR, &m.I_com[9 * i], &d.Iw[12 * i + 3])
 
 
@@ -281,6 +290,7 @@ cdef void fk_c(const ModelC* m, DataC* d, const double* q, const double* v) noex
     cdef int i, par, k
     cdef double Sq[6]
     _placements(m, d, q)
+    _world_inertias(m, d)
     if v == NULL:
         return
     for i in range(m.nbodies):
@@ -291,66 +301,151 @@ cdef void fk_c(const ModelC* m, DataC* d, const double* q, const double* v) noex
         _motion_to_local(&d.oR[9 * i], &d.op[3 * i], &d.vw[6 * i], &d.v_local[6 * i])
 
 
+cdef inline void _local_placement(const ModelC* m, int i, const double* q, double* R,
+                                  double* p) noexcept nogil:
+    """(R, p): body i's frame in its parent's frame at configuration q."""
+    cdef const double* a = &m.axis[3 * i]
+    cdef const double* qi = &q[m.idx_q[i]]
+    cdef const double* Rt = &m.R_tree[9 * i]
+    cdef const double* pt = &m.p_tree[3 * i]
+    cdef double Rj[9]
+    cdef double t[3]
+    cdef int ax
+    cdef double sg, cs, sn
+    if m.jtype[i] == JOINT_REVOLUTE:
+        p[0] = pt[0]; p[1] = pt[1]; p[2] = pt[2]
+        ax = _aligned_axis(a)
+        if ax >= 0:
+            memcpy(R, Rt, 9 * sizeof(double))
+            sg = a[ax]
+            cs = cos(sg * qi[0])
+            sn = sin(sg * qi[0])
+            _rotate_columns(R, ax, cs, sn)
+        else:
+            _axis_rotation(a, qi[0], Rj)
+            _matmul(Rt, Rj, R)
+    elif m.jtype[i] == JOINT_PRISMATIC:
+        memcpy(R, Rt, 9 * sizeof(double))
+        t[0] = a[0] * qi[0]; t[1] = a[1] * qi[0]; t[2] = a[2] * qi[0]
+        _matvec(Rt, t, p)
+        p[0] += pt[0]; p[1] += pt[1]; p[2] += pt[2]
+    else:
+        _quat_to_matrix(&qi[3], Rj)
+        _matmul(Rt, Rj, R)
+        _matvec(Rt, qi, p)
+        p[0] += pt[0]; p[1] += pt[1]; p[2] += pt[2]
+
+
+cdef inline void _inertia_apply_local(const ModelC* m, int i, const double* V,
+                                      double* out) noexcept nogil:
+    # body inertia in its own frame (COM form): lin = m (v - c x w); ang = Ic w + c x lin
+    cdef double t[3]
+    cdef const double* c = &m.com[3 * i]
+    cdef double mm = m.mass[i]
+    _cross(c, &V[3], t)
+    out[0] = mm * (V[0] - t[0]); out[1] = mm * (V[1] - t[1]); out[2] = mm * (V[2] - t[2])
+    _matvec(&m.I_com[9 * i], &V[3], &out[3])
+    _cross(c, &out[0], t)
+    out[3] += t[0]; out[4] += t[1]; out[5] += t[2]
+
+
+cdef inline void _motion_inv(const double* R, const double* p, const double* Vp,
+                             double* out) noexcept nogil:
+    # parent-frame motion -> child frame: (R^T (v - p x w), R^T w)
+    cdef double t[3]
+    _cross(p, &Vp[3], t)
+    t[0] = Vp[0] - t[0]; t[1] = Vp[1] - t[1]; t[2] = Vp[2] - t[2]
+    _matTvec(R, t, &out[0])
+    _matTvec(R, &Vp[3], &out[3])
+
+
 cdef void rnea_c(const ModelC* m, DataC* d, const double* q, const double* v,
                  const double* a, const double* fext, int with_gravity,
                  double* tau) noexcept nogil:
-    """tau = M(q) a + C(q, v) v + g(q) - J^T fext (v, a, fext may be NULL = 0)."""
+    """tau = M(q) a + C(q, v) v + g(q) - J^T fext (v, a, fext may be NULL = 0).
+
+    Local-frame recursion (Pinocchio's): no world placements or world
+    inertias are needed, which makes it ~25% cheaper than the world form.
+    Uses d.Ia as scratch; leaves d.oR, d.op, d.Sw, d.vw untouched.
+    """
     cdef int i, par, k, nvj, iv
     cdef double Sq[6]
-    cdef double Sa[6]
-    cdef double h[6]
     cdef double t[6]
+    cdef double h[6]
+    cdef double fp[6]
+    cdef double* W
+    cdef double* R
+    cdef double* p
     cdef double* V
     cdef double* A
     cdef double* F
+    cdef const double* ax
     cdef double ag[6]
+    cdef double qd, qdd
     ag[0] = 0.0; ag[1] = 0.0; ag[2] = 0.0; ag[3] = 0.0; ag[4] = 0.0; ag[5] = 0.0
     if with_gravity:
         ag[0] = -m.gravity[0]; ag[1] = -m.gravity[1]; ag[2] = -m.gravity[2]
-    _placements(m, d, q)
     for i in range(m.nbodies):
+        # per-body scratch in d.Ia: R (9) p (3) V (6) A (6) F (6)
+        W = &d.Ia[36 * i]
+        R = &W[0]; p = &W[9]; V = &W[12]; A = &W[18]; F = &W[24]
         par = m.parent[i]
-        V = &d.vw[6 * i]
-        A = &d.aw[6 * i]
-        F = &d.fw[6 * i]
-        if v != NULL:
-            _joint_motion(m, d, i, v, Sq)
-        else:
-            memset(Sq, 0, 6 * sizeof(double))
-        if a != NULL:
-            _joint_motion(m, d, i, a, Sa)
-        else:
-            memset(Sa, 0, 6 * sizeof(double))
+        iv = m.idx_v[i]
+        _local_placement(m, i, q, R, p)
         if par >= 0:
-            for k in range(6):
-                V[k] = d.vw[6 * par + k] + Sq[k]
-                A[k] = d.aw[6 * par + k] + Sa[k]
+            _motion_inv(R, p, &d.Ia[36 * par + 12], V)
+            _motion_inv(R, p, &d.Ia[36 * par + 18], A)
         else:
+            V[0] = 0.0; V[1] = 0.0; V[2] = 0.0; V[3] = 0.0; V[4] = 0.0; V[5] = 0.0
+            _motion_inv(R, p, ag, A)
+        if m.jtype[i] == JOINT_FREEFLYER:
+            # S = identity: v_0 = nu, a_0 += nu_dot (v x v = 0)
             for k in range(6):
-                V[k] = Sq[k]
-                A[k] = ag[k] + Sa[k]
-        if v != NULL:
-            _motion_cross(V, Sq, t)
+                if v != NULL:
+                    V[k] += v[iv + k]
+                if a != NULL:
+                    A[k] += a[iv + k]
+        else:
+            ax = &m.axis[3 * i]
+            qd = v[iv] if v != NULL else 0.0
+            qdd = a[iv] if a != NULL else 0.0
+            Sq[0] = 0.0; Sq[1] = 0.0; Sq[2] = 0.0; Sq[3] = 0.0; Sq[4] = 0.0; Sq[5] = 0.0
+            k = 3 if m.jtype[i] == JOINT_REVOLUTE else 0
+            Sq[k] = ax[0] * qd; Sq[k + 1] = ax[1] * qd; Sq[k + 2] = ax[2] * qd
+            A[k] += ax[0] * qdd; A[k + 1] += ax[1] * qdd; A[k + 2] += ax[2] * qdd
             for k in range(6):
-                A[k] += t[k]
-        _inertia_apply(&m.mass[i], &d.Iw[12 * i], A, F)
+                V[k] += Sq[k]
+            if qd != 0.0:
+                _motion_cross(V, Sq, t)
+                for k in range(6):
+                    A[k] += t[k]
+        _inertia_apply_local(m, i, A, F)
         if v != NULL:
-            _inertia_apply(&m.mass[i], &d.Iw[12 * i], V, h)
+            _inertia_apply_local(m, i, V, h)
             _force_cross_add(V, h, F)
         if fext != NULL:
-            _force_to_world(&d.oR[9 * i], &d.op[3 * i], &fext[6 * i], t)
             for k in range(6):
-                F[k] -= t[k]
+                F[k] -= fext[6 * i + k]
     for i in range(m.nbodies - 1, -1, -1):
+        W = &d.Ia[36 * i]
+        R = &W[0]; p = &W[9]; F = &W[24]
         par = m.parent[i]
-        F = &d.fw[6 * i]
-        nvj = m.nv_joint[i]
         iv = m.idx_v[i]
-        for k in range(nvj):
-            tau[iv + k] = _dot6(&d.Sw[6 * (iv + k)], F)
-        if par >= 0:
+        if m.jtype[i] == JOINT_FREEFLYER:
             for k in range(6):
-                d.fw[6 * par + k] += F[k]
+                tau[iv + k] = F[k]
+        else:
+            ax = &m.axis[3 * i]
+            k = 3 if m.jtype[i] == JOINT_REVOLUTE else 0
+            tau[iv] = ax[0] * F[k] + ax[1] * F[k + 1] + ax[2] * F[k + 2]
+        if par >= 0:
+            # parent += X f: (R f_lin, R f_ang + p x R f_lin)
+            _matvec(R, &F[0], &fp[0])
+            _matvec(R, &F[3], &fp[3])
+            _cross(p, &fp[0], t)
+            F = &d.Ia[36 * par + 24]
+            F[0] += fp[0]; F[1] += fp[1]; F[2] += fp[2]
+            F[3] += fp[3] + t[0]; F[4] += fp[4] + t[1]; F[5] += fp[5] + t[2]
 
 
 cdef inline void _composite_init(const ModelC* m, DataC* d, int i) noexcept nogil:
@@ -377,6 +472,7 @@ cdef void crba_c(const ModelC* m, DataC* d, const double* q, double* M) noexcept
     # pairs of joints on different branches stay zero
     memset(M, 0, nv * nv * sizeof(double))
     _placements(m, d, q)
+    _world_inertias(m, d)
     for i in range(m.nbodies):
         _composite_init(m, d, i)
     for i in range(m.nbodies - 1, 0, -1):
@@ -402,22 +498,22 @@ cdef void crba_c(const ModelC* m, DataC* d, const double* q, double* M) noexcept
 
 cdef inline void _spatial_inertia6(const ModelC* m, const DataC* d, int i, double* I6) noexcept nogil:
     # 6x6 (lin, ang) world inertia at the world origin: [[m 1, -[h]x], [[h]x, I_O]]
-    cdef double Y[10]
     cdef double mm = m.mass[i]
     cdef const double* c = &d.Iw[12 * i]
     cdef const double* Ic = &d.Iw[12 * i + 3]
     cdef double hx = mm * c[0], hy = mm * c[1], hz = mm * c[2]
-    memset(I6, 0, 36 * sizeof(double))
-    I6[0] = mm; I6[7] = mm; I6[14] = mm
-    # top-right -[h]x, bottom-left [h]x
-    I6[4] = hz; I6[5] = -hy; I6[9] = -hz; I6[11] = hx; I6[15] = hy; I6[16] = -hx
-    I6[19] = -hz; I6[20] = hy; I6[24] = hz; I6[26] = -hx; I6[30] = -hy; I6[31] = hx
-    I6[21] = Ic[0] + mm * (c[1] * c[1] + c[2] * c[2])
-    I6[28] = Ic[4] + mm * (c[0] * c[0] + c[2] * c[2])
-    I6[35] = Ic[8] + mm * (c[0] * c[0] + c[1] * c[1])
-    I6[22] = Ic[1] - mm * c[0] * c[1]; I6[27] = I6[22]
-    I6[23] = Ic[2] - mm * c[0] * c[2]; I6[33] = I6[23]
-    I6[29] = Ic[5] - mm * c[1] * c[2]; I6[34] = I6[29]
+    cdef double Ixx = Ic[0] + mm * (c[1] * c[1] + c[2] * c[2])
+    cdef double Iyy = Ic[4] + mm * (c[0] * c[0] + c[2] * c[2])
+    cdef double Izz = Ic[8] + mm * (c[0] * c[0] + c[1] * c[1])
+    cdef double Ixy = Ic[1] - mm * c[0] * c[1]
+    cdef double Ixz = Ic[2] - mm * c[0] * c[2]
+    cdef double Iyz = Ic[5] - mm * c[1] * c[2]
+    I6[0] = mm;   I6[1] = 0.0;  I6[2] = 0.0;  I6[3] = 0.0;  I6[4] = hz;   I6[5] = -hy
+    I6[6] = 0.0;  I6[7] = mm;   I6[8] = 0.0;  I6[9] = -hz;  I6[10] = 0.0; I6[11] = hx
+    I6[12] = 0.0; I6[13] = 0.0; I6[14] = mm;  I6[15] = hy;  I6[16] = -hx; I6[17] = 0.0
+    I6[18] = 0.0; I6[19] = -hz; I6[20] = hy;  I6[21] = Ixx; I6[22] = Ixy; I6[23] = Ixz
+    I6[24] = hz;  I6[25] = 0.0; I6[26] = -hx; I6[27] = Ixy; I6[28] = Iyy; I6[29] = Iyz
+    I6[30] = -hy; I6[31] = hx;  I6[32] = 0.0; I6[33] = Ixz; I6[34] = Iyz; I6[35] = Izz
 
 
 cdef inline void _mat6vec(const double* A, const double* x, double* out) noexcept nogil:
@@ -467,11 +563,13 @@ cdef int aba_c(const ModelC* m, DataC* d, const double* q, const double* v,
     cdef double* U
     cdef double* A
     cdef const double* S
-    cdef double D, Dinv, uu
+    cdef double D, Dinv, uu, x
+    cdef double* P
     cdef double ag[6]
     ag[0] = -m.gravity[0]; ag[1] = -m.gravity[1]; ag[2] = -m.gravity[2]
     ag[3] = 0.0; ag[4] = 0.0; ag[5] = 0.0
     _placements(m, d, q)
+    _world_inertias(m, d)
     for i in range(m.nbodies):
         par = m.parent[i]
         V = &d.vw[6 * i]
@@ -510,13 +608,18 @@ cdef int aba_c(const ModelC* m, DataC* d, const double* q, const double* v,
         if par >= 0:
             # Ia_a = Ia - U U^T / D ; pa = pA + Ia_a c + U u / D
             for r in range(6):
-                for k in range(6):
-                    Ia[6 * r + k] -= U[r] * U[k] * Dinv
+                x = U[r] * Dinv
+                for k in range(r, 6):
+                    Ia[6 * r + k] -= x * U[k]
+                    Ia[6 * k + r] = Ia[6 * r + k]
             _mat6vec(Ia, &d.cw[6 * i], pa)
+            P = &d.pA[6 * par]
+            x = uu * Dinv
             for k in range(6):
-                d.pA[6 * par + k] += d.pA[6 * i + k] + pa[k] + U[k] * uu * Dinv
+                P[k] += d.pA[6 * i + k] + pa[k] + U[k] * x
+            P = &d.Ia[36 * par]
             for k in range(36):
-                d.Ia[36 * par + k] += Ia[k]
+                P[k] += Ia[k]
     for i in range(m.nbodies):
         par = m.parent[i]
         A = &d.aw[6 * i]
@@ -601,10 +704,11 @@ cdef void com_c(const ModelC* m, DataC* d, const double* q, double* com,
     _placements(m, d, q)
     for i in range(m.nbodies):
         Y = &d.Yc[10 * i]
+        _matvec(&d.oR[9 * i], &m.com[3 * i], t)
         Y[0] = m.mass[i]
-        Y[1] = m.mass[i] * d.Iw[12 * i]
-        Y[2] = m.mass[i] * d.Iw[12 * i + 1]
-        Y[3] = m.mass[i] * d.Iw[12 * i + 2]
+        Y[1] = m.mass[i] * (t[0] + d.op[3 * i])
+        Y[2] = m.mass[i] * (t[1] + d.op[3 * i + 1])
+        Y[3] = m.mass[i] * (t[2] + d.op[3 * i + 2])
     com[0] = 0.0; com[1] = 0.0; com[2] = 0.0
     for i in range(m.nbodies - 1, -1, -1):
         par = m.parent[i]
@@ -700,8 +804,24 @@ cdef void regressor_c(const ModelC* m, DataC* d, const double* q, const double* 
     cdef double* B
     cdef double* row
     cdef const double* S
-    cdef int fi
-    memset(Y, 0, m.nv * ncol * sizeof(double))
+    cdef int fi, last
+    cdef double* lastd = d.scratch
+    # Bodies are in depth-first preorder (checked by Model), so body b's subtree
+    # is the range [b, last(b)] and row k of b's joint is only written in the
+    # blocks of that range: zero the rest instead of the whole Y (a memset of
+    # Y was a quarter of the time on solo12).
+    for i in range(m.nbodies):
+        lastd[i] = i
+    for i in range(m.nbodies - 1, -1, -1):
+        par = m.parent[i]
+        if par >= 0 and lastd[i] > lastd[par]:
+            lastd[par] = lastd[i]
+    for i in range(m.nbodies):
+        last = <int>lastd[i]
+        for k in range(m.idx_v[i], m.idx_v[i] + m.nv_joint[i]):
+            row = &Y[ncol * k]
+            memset(row, 0, 10 * i * sizeof(double))
+            memset(&row[10 * (last + 1)], 0, (ncol - 10 * (last + 1)) * sizeof(double))
     _placements(m, d, q)
     for i in range(m.nbodies):
         par = m.parent[i]

@@ -43,6 +43,17 @@ cdef class Model:
             if jtype[i] == JOINT_FREEFLYER and (i != 0 or parent[i] != -1):
                 raise ModelError(f"joint '{desc.joint_names[i]}': a free-flyer must be the "
                                  f"root joint in {desc.source}")
+        # depth-first preorder (as parse_urdf and Pinocchio): every parent is on the
+        # path from the root to the previous body; the kernels rely on subtrees
+        # being contiguous ranges
+        path = []
+        for i in range(nb):
+            while path and path[len(path) - 1] != parent[i]:
+                path.pop()
+            if parent[i] >= 0 and not path:
+                raise ModelError(f"body '{desc.body_names[i]}': bodies are not in depth-first "
+                                 f"order in {desc.source}")
+            path.append(i)
         nvj = np.where(jtype == JOINT_FREEFLYER, 6, 1).astype(np.int32)
         nqj = np.where(jtype == JOINT_FREEFLYER, 7, 1).astype(np.int32)
         idx_q = (np.cumsum(nqj) - nqj).astype(np.int32)

@@ -10,9 +10,33 @@ import math
 import numpy as np
 
 from core_cy.actuator_layout import (
-    MODE_PD, P_ASYM, P_DUTY0, P_DUTY0_ERR, P_ALPHA, P_ARMATURE, P_FB, P_FS, P_GAIN, P_INTEGRATOR, P_KD, P_KP_FW, P_KT,
-    P_LFE, P_LFEQ, P_LFES, P_LFM, P_LFMQ, P_LFMS, P_LIMIT, P_MAX_CURRENT, P_MODE,
-    P_Q_OFFSET, P_R, P_SUBSTEPS, P_VISC, P_VS,
+    MODE_PD,
+    P_ALPHA,
+    P_ARMATURE,
+    P_ASYM,
+    P_DUTY0,
+    P_DUTY0_ERR,
+    P_FB,
+    P_FS,
+    P_GAIN,
+    P_INTEGRATOR,
+    P_KD,
+    P_KP_FW,
+    P_KT,
+    P_LFE,
+    P_LFEQ,
+    P_LFES,
+    P_LFM,
+    P_LFMQ,
+    P_LFMS,
+    P_LIMIT,
+    P_MAX_CURRENT,
+    P_MODE,
+    P_Q_OFFSET,
+    P_R,
+    P_SUBSTEPS,
+    P_VISC,
+    P_VS,
 )
 
 __all__ = ["simulate_reference", "motor_torque_reference", "friction_budget_reference"]

@@ -224,7 +224,9 @@ def solve_lcp_pgs(W, b, mu, warm_start=None, max_iter: int = 100, tol: float = 1
     b : (3nc,) contact velocity without impulses plus stabilisation [m/s]
     mu : (nc,) friction coefficients
     warm_start : (3nc,) initial impulses (previous step's), default zeros
-    cone : "per_axis" (the 4-edge pyramid as a box) or "elliptic"
+    cone : "per_axis": the square pyramid |lam_t1|, |lam_t2| <= mu lam_n (faces along
+        t1, t2, as ODE; it contains the cone, while seed 003's 4-edge pyramid
+        |lam_t1| + |lam_t2| <= mu lam_n lies inside it), or "elliptic": the cone itself
     """
     mu = _vec(np.atleast_1d(mu), "mu").ravel()
     nc = mu.shape[0]

@@ -258,7 +258,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
     Per contact the unknowns are ordered (t1, t2, n); W is (3nc, 3nc)
     row-major (the Delassus matrix J M^-1 J^T), b (3nc,) the free contact
     velocity plus stabilisation.  Normal: 0 <= lam_n  _|_  w_n >= 0.
-    Friction: |lam_t| <= mu lam_n per axis (cone 0, the 4-edge pyramid) or
+    Friction: |lam_t| <= mu lam_n per axis (cone 0, a square pyramid) or
     on the disc (cone 1), with w_t = 0 inside and opposite to lam_t on the
     boundary.  lam holds the warm start on entry and the impulses on exit;
     w receives W lam + b.

@@ -200,8 +200,8 @@ def rnea(model, q, v, a, fext=None, with_gravity=True) -> np.ndarray:
     Xs, vel, acc = _forward_pass(tr, q, v, a, with_gravity)
     f = [None] * tr.nb
     for i in range(tr.nb):
-        I = tr.inertia[i]
-        f[i] = I @ acc[i] + crf(vel[i]) @ I @ vel[i]
+        inertia = tr.inertia[i]
+        f[i] = inertia @ acc[i] + crf(vel[i]) @ inertia @ vel[i]
         if fext is not None:
             f[i] = f[i] - _swap(fext[i])
     tau = np.zeros(tr.nv)
@@ -216,7 +216,7 @@ def crba(model, q) -> np.ndarray:
     """Joint-space inertia M (nv, nv), Featherstone's Table 6.2."""
     tr = _Tree(model)
     Xs = [tr.X_up(i, q) for i in range(tr.nb)]
-    Ic = [I.copy() for I in tr.inertia]
+    Ic = [inertia.copy() for inertia in tr.inertia]
     for i in reversed(range(tr.nb)):
         if tr.parent[i] >= 0:
             Ic[tr.parent[i]] += Xs[i].T @ Ic[i] @ Xs[i]
@@ -328,8 +328,8 @@ def regressor(model, q, v, a) -> np.ndarray:
         for c in range(10):
             theta = np.zeros(10)
             theta[c] = 1.0
-            I = _inertia_from_params(theta)
-            f = I @ acc[j] + crf(vel[j]) @ I @ vel[j]
+            inertia = _inertia_from_params(theta)
+            f = inertia @ acc[j] + crf(vel[j]) @ inertia @ vel[j]
             i = j
             while i >= 0:
                 Y[tr.iv[i]:tr.iv[i] + tr.nvj[i], 10 * j + c] = tr.S(i).T @ f

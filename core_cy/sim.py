@@ -116,7 +116,7 @@ class Simulator:
 
     @classmethod
     def from_urdf(cls, urdf, config: SimConfig | None = None, boxes: bool = True,
-                  **config_kw) -> "Simulator":
+                  **config_kw) -> Simulator:
         """Floating-base robot of ``urdf``; contacts from its collision spheres and boxes."""
         model = Model.from_urdf(str(urdf), floating_base=True)
         points = contact_points_from_urdf(urdf, floating_base=True, boxes=boxes)
@@ -145,8 +145,12 @@ class Simulator:
 
     @property
     def joint_torques(self) -> np.ndarray:
-        """Servo torques (n_joints,) [N m] of the last step (first stage for RK4)."""
+        """Servo torques (n_joints,) [N m] at the start of the last step (RK4: its first stage)."""
         return self._core.tau[0][self.model.nv - self.n_joints:]
+
+    def set_contact_law(self, law: ContactLaw) -> None:
+        """Replace the compliant contact law (takes effect at the next step)."""
+        self._core.set_law(0, law.as_kernel_dict())
 
     @property
     def lcp_stats(self) -> tuple[int, float, float]:
@@ -183,14 +187,17 @@ class Simulator:
         forward_kinematics(self.model, data, q)
         R, p = data.rotation_body_to_world, data.position_body_in_world
         z = [(R[b] @ c + p[b])[2] - r for b, c, r in
-             zip(self.points.body, self.points.position, self.points.radius)]
+             zip(self.points.body, self.points.position, self.points.radius, strict=True)]
         return -min(z)
 
     # stepping ---------------------------------------------------------------
     def step(self, goal, torque_on=True, n_steps: int = 1) -> None:
         """Advance n_steps * dt with servo goals (n_joints,) [rad] held constant."""
         self._goal[0] = goal
-        self._on[0] = np.broadcast_to(np.asarray(torque_on, dtype=bool), (self.n_joints,))
+        if torque_on is True or torque_on is False:
+            self._on.fill(torque_on)
+        else:
+            self._on[0] = torque_on
         rc = self._core.step(self._q, self._v, self._goal, self._on, int(n_steps))
         if rc:
             raise SimulationError(f"simulator step failed at t-state q={self.q}")
@@ -211,8 +218,12 @@ class Simulator:
 class BatchSimulator:
     """N independent copies of one robot stepped in one call (GIL released).
 
-    ``q`` (N, nq) and ``v`` (N, nv) are the states; each environment has its
-    own workspace, so one call advances all N without Python in the loop.
+    ``q`` (N, nq) and ``v`` (N, nv) are the states, ``goal`` (N, n_joints)
+    and ``torque_on`` (N, n_joints) the inputs; each environment has its own
+    workspace and its own servo parameters (:meth:`servo_param`), friction
+    (:attr:`friction`) and contact law (:meth:`set_contact_law`), so one call
+    advances a calibration or parameter sweep of N runs without Python in
+    the loop.
     """
 
     def __init__(self, model: Model, points: ContactPoints, n_env: int,
@@ -238,8 +249,61 @@ class BatchSimulator:
         """(N, k, 3) world contact forces [N] of the last step."""
         return self._core.force
 
-    def step(self, n_steps: int = 1) -> None:
-        """Advance every environment by n_steps with its row of ``goal`` / ``torque_on``."""
-        rc = self._core.step(self.q, self.v, self.goal, self.torque_on, int(n_steps))
-        if rc:
-            raise SimulationError(f"environment {rc - 1}: step failed")
+    @property
+    def lcp_stats(self) -> np.ndarray:
+        """(N, 3): iterations, residual, complementarity of each environment's last LCP."""
+        return self._core.stats_array
+
+    def servo_param(self, name: str) -> np.ndarray:
+        """Live (N, n_joints) servo parameter: "kp", "kd", "kc", "tau_max" or "armature".
+
+        Write rows to sweep a parameter across environments; the next
+        :meth:`step` uses the new values.
+        """
+        return self._core.servo_array(name)
+
+    @property
+    def friction(self) -> np.ndarray:
+        """Live (N, k) rigid-contact friction coefficient per contact point."""
+        return self._core.friction_array()
+
+    def set_contact_law(self, env: int, law: ContactLaw) -> None:
+        """Give environment ``env`` its own compliant contact law."""
+        self._core.set_law(int(env), law.as_kernel_dict())
+
+    def reset(self, joints=None, clearance: float = 5e-4) -> None:
+        """Every environment upright at rest on level ground with ``joints`` (n_joints,) [rad]."""
+        one = Simulator(self.model, self.points, self.config)
+        one.reset(joints, clearance=clearance)
+        self.q[:] = one.q
+        self.v[:] = 0.0
+        self._core.lam[:] = 0.0
+        if joints is not None:
+            self.goal[:] = joints
+
+    def step(self, n_steps: int = 1, threads: int = 1) -> None:
+        """Advance every environment by n_steps with its row of ``goal`` / ``torque_on``.
+
+        threads > 1 splits the environments into that many contiguous blocks
+        stepped by Python threads at once: the kernel releases the GIL and
+        every environment has its own workspace.
+        """
+        n_steps = int(n_steps)
+        if threads <= 1 or self.n_env < 2:
+            rc = self._core.step(self.q, self.v, self.goal, self.torque_on, n_steps)
+            if rc:
+                raise SimulationError(f"environment {rc - 1}: step failed")
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        edges = np.linspace(0, self.n_env, min(threads, self.n_env) + 1).astype(int)
+
+        def block(a: int, b: int) -> int:
+            rc = self._core.step(self.q[a:b], self.v[a:b], self.goal[a:b], self.torque_on[a:b],
+                                 n_steps, a)
+            return a + rc if rc else 0
+
+        with ThreadPoolExecutor(len(edges) - 1) as pool:
+            bad = [r for r in pool.map(block, edges[:-1], edges[1:]) if r]
+        if bad:
+            raise SimulationError(f"environment {bad[0] - 1}: step failed")

@@ -14,8 +14,9 @@ compliant (seed 002 law, core_cy/contact_kernels.pyx)
 rigid (velocity-level time stepping, seed 000/003)
     v_free = v + dt A^-1 (tau - h), A = M + armature + dt D_servo; candidate
     contacts (gap < margin) give J (3 rows per contact in its frame),
-    W = J A^-1 J^T, b = J v_free + stabilisation; PGS (warm-started from the
-    previous step's impulses) -> v+ = v_free + A^-1 J^T lam, q+ = q (+) v+ dt.
+    W = J A^-1 J^T = Y^T Y with Y = L^-1 J^T (A = L L^T), b = J v_free +
+    stabilisation; PGS (warm-started from the previous step's impulses)
+    -> v+ = v_free + L^-T Y lam, q+ = q (+) v+ dt.
 
 The rigid-body kernels are core_cy/_dynamics' nogil fk_c / rnea_c / crba_c /
 integrate_c; the Python face is core_cy/sim.py.
@@ -68,7 +69,7 @@ cdef struct SimParams:
 cdef struct Work:
     double* M          # (nv, nv), then its Cholesky factor
     double* J          # (3 ncp, nv) contact rows
-    double* MJ         # (3 ncp, nv) A^-1 J^T, stored by row
+    double* MJ         # (3 ncp, nv) L^-1 J^T (A = L L^T), stored by row
     double* W          # (3 ncp, 3 ncp)
     double* b          # (3 ncp,)
     double* lam        # (3 ncp,) persistent impulses (warm start) [N s]
@@ -77,7 +78,8 @@ cdef struct Work:
     double* mu_a       # (ncp,)
     int* active        # (ncp,)
     double* fext       # (nb, 6)
-    double* tau        # (nv,) servo torques (0 on the base)
+    double* tau        # (nv,) servo torques (0 on the base) of the recorded stage
+    double* tau_s      # (nv,) servo torques of the other RK4 stages
     double* damp       # (nv,) servo damping for the implicit step
     double* h          # (nv,)
     double* rhs        # (nv,)
@@ -120,6 +122,28 @@ cdef int _cholesky(int n, double* A) noexcept nogil:
                 A[i * n + j] -= A[i * n + k] * A[j * n + k]
             A[i * n + j] /= s
     return 0
+
+
+cdef void _forward_solve(int n, const double* L, double* x) noexcept nogil:
+    """x <- L^-1 x (lower triangle of L from _cholesky)."""
+    cdef int i, k
+    cdef double s
+    for i in range(n):
+        s = x[i]
+        for k in range(i):
+            s -= L[i * n + k] * x[k]
+        x[i] = s / L[i * n + i]
+
+
+cdef void _backward_solve(int n, const double* L, double* x) noexcept nogil:
+    """x <- L^-T x."""
+    cdef int i, k
+    cdef double s
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= L[k * n + i] * x[k]
+        x[i] = s / L[i * n + i]
 
 
 cdef void _chol_solve(int n, const double* L, double* x) noexcept nogil:
@@ -253,10 +277,11 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
     cdef double D[9]
     cdef double* J = W.J
     cdef double* K = W.tmp
+    cdef double* tau = W.tau if record else W.tau_s
     fk_c(m, d, q, v)
     _contact_geometry(P, d, W)
     memset(W.fext, 0, 6 * m.nbodies * sizeof(double))
-    _servo(P, q, v, goal, on, W.tau, W.damp)
+    _servo(P, q, v, goal, on, tau, W.damp)
     if implicit_dt > 0.0:
         # crba_c re-places the bodies for the same q: Sw stays valid for J
         _mass_with_armature(P, m, d, q, W.damp, implicit_dt, W)
@@ -291,7 +316,7 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
     if implicit_dt <= 0.0:
         _mass_with_armature(P, m, d, q, W.damp, 0.0, W)
     for k in range(nv):
-        ddq[k] = W.tau[k] - W.h[k]
+        ddq[k] = tau[k] - W.h[k]
     if _cholesky(nv, W.M) != 0:
         return -1
     _chol_solve(nv, W.M, ddq)
@@ -374,14 +399,16 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
         W.stats.complementarity = 0.0
     else:
         n3 = 3 * na
+        # Y = L^-1 J^T row by row (forward substitution only): W = Y^T Y and the
+        # velocity update is L^-T (Y lam), half the work of forming A^-1 J^T
         for r in range(n3):
             memcpy(&W.MJ[r * nv], &W.J[r * nv], nv * sizeof(double))
-            _chol_solve(nv, W.M, &W.MJ[r * nv])
+            _forward_solve(nv, W.M, &W.MJ[r * nv])
         for r in range(n3):
             for c in range(r, n3):
                 g = 0.0
                 for k in range(nv):
-                    g += W.J[r * nv + k] * W.MJ[c * nv + k]
+                    g += W.MJ[r * nv + k] * W.MJ[c * nv + k]
                 W.W[r * n3 + c] = g
                 W.W[c * n3 + r] = g
             g = 0.0
@@ -405,11 +432,15 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
             for k in range(3):
                 W.force[3 * i + k] = (P.Rc[3 * k] * W.lam_a[3 * r] + P.Rc[3 * k + 1] * W.lam_a[3 * r + 1]
                                       + P.Rc[3 * k + 2] * W.lam_a[3 * r + 2]) / dt
+        memset(W.rhs, 0, nv * sizeof(double))
         for r in range(n3):
             g = W.lam_a[r]
             if g != 0.0:
                 for k in range(nv):
-                    v[k] += W.MJ[r * nv + k] * g
+                    W.rhs[k] += W.MJ[r * nv + k] * g
+        _backward_solve(nv, W.M, W.rhs)
+        for k in range(nv):
+            v[k] += W.rhs[k]
     integrate_c(m, q, v, dt, W.qn)
     memcpy(q, W.qn, P.nq * sizeof(double))
     return 0
@@ -429,7 +460,8 @@ cdef class SimCore:
     v (N, nv) belong to the caller and are advanced in place.
     """
 
-    cdef SimParams P
+    cdef SimParams P                 # template; each environment has its own copy
+    cdef SimParams* Ps
     cdef Model model
     cdef object _keep
     cdef list _datas
@@ -441,6 +473,7 @@ cdef class SimCore:
     def __cinit__(self):
         self.datas = NULL
         self.works = NULL
+        self.Ps = NULL
 
     def __init__(self, Model model, int n_env, dict p, cp_body, cp_pos, cp_radius,
                  servo_arrays, mu):
@@ -457,14 +490,17 @@ cdef class SimCore:
         self.ncp, self.nq, self.nv = ncp, nq, nv
         floating = 1 if model.floating_base else 0
         self.na = nv - 6 * floating
+        # per-environment parameter rows (n_env, .): a batch can sweep them
         keep = {
             "cp_body": np.ascontiguousarray(cp_body, dtype=np.int32),
             "cp_pos": np.ascontiguousarray(cp_pos, dtype=np.float64).reshape(ncp, 3),
             "cp_radius": np.ascontiguousarray(cp_radius, dtype=np.float64),
-            "mu": np.ascontiguousarray(mu, dtype=np.float64),
+            "mu": np.empty((n_env, ncp)),
         }
+        keep["mu"][:] = mu
         for k in ("kp", "kd", "kc", "tau_max", "armature"):
-            keep[k] = np.ascontiguousarray(servo_arrays[k], dtype=np.float64)
+            keep[k] = np.empty((n_env, self.na))  # writable copies, one row per environment
+            keep[k][:] = servo_arrays[k]
         P = &self.P
         P.mode = p["mode"]
         P.integrator = p["integrator"]
@@ -476,31 +512,13 @@ cdef class SimCore:
         P.cp_body = &ibuf[0] if ncp else NULL
         P.cp_pos = _ptr(keep["cp_pos"])
         P.cp_radius = _ptr(keep["cp_radius"])
-        P.mu = _ptr(keep["mu"])
-        P.kp = _ptr(keep["kp"])
-        P.kd = _ptr(keep["kd"])
-        P.kc = _ptr(keep["kc"])
-        P.tau_max = _ptr(keep["tau_max"])
-        P.armature = _ptr(keep["armature"])
         P.sign_band = p["sign_band"]
         for i in range(3):
             P.plane_point[i] = p["plane_point"][i]
             normal[i] = p["normal"][i]
             P.normal[i] = normal[i]
         plane_frame(normal, P.Rc)
-        law = p["law"]
-        P.law.stiffness = law["stiffness"]
-        P.law.exponent = law["exponent"]
-        P.law.damping_max = law["damping_max"]
-        P.law.ramp_width = law["ramp_width"]
-        P.law.mu_static = law["mu_static"]
-        P.law.mu_dynamic = law["mu_dynamic"]
-        P.law.v_static = law["v_static"]
-        P.law.v_dynamic = law["v_dynamic"]
-        P.law.cone = law["cone"]
-        P.law.cone_scale_x = law["cone_scale_x"]
-        P.law.cone_scale_y = law["cone_scale_y"]
-        P.law.clamp_normal = law["clamp_normal"]
+        _set_law(&P.law, p["law"])
         P.baumgarte = p["baumgarte"]
         P.margin = p["margin"]
         P.lcp_tol = p["lcp_tol"]
@@ -509,7 +527,7 @@ cdef class SimCore:
         # per-environment Data and one scratch buffer each
         sizes = [("M", nv * nv), ("J", 3 * ncp * nv), ("MJ", 3 * ncp * nv),
                  ("W", 9 * ncp * ncp), ("b", 3 * ncp), ("lam_a", 3 * ncp), ("w", 3 * ncp),
-                 ("mu_a", ncp), ("fext", 6 * nb), ("damp", nv), ("h", nv), ("rhs", nv),
+                 ("mu_a", ncp), ("fext", 6 * nb), ("damp", nv), ("tau_s", nv), ("h", nv), ("rhs", nv),
                  ("ddq", nv), ("qs", nq), ("vs", nv), ("vk", nv), ("acc_a", nv), ("acc_v", nv),
                  ("tmp", 3 * nv), ("pc", 3 * ncp), ("vc", 3 * ncp), ("qn", nq)]
         total = sum(s for _, s in sizes) + 1
@@ -526,40 +544,51 @@ cdef class SimCore:
         self._datas = [Data(model) for _ in range(n_env)]
         self.datas = <DataC*>malloc(n_env * sizeof(DataC))
         self.works = <Work*>malloc(n_env * sizeof(Work))
-        if self.datas == NULL or self.works == NULL:
+        self.Ps = <SimParams*>malloc(n_env * sizeof(SimParams))
+        if self.datas == NULL or self.works == NULL or self.Ps == NULL:
             raise MemoryError("SimCore: workspace")
+        for i in range(n_env):
+            self.Ps[i] = self.P
+            P = &self.Ps[i]
+            P.mu = _ptr(keep["mu"][i])
+            P.kp = _ptr(keep["kp"][i])
+            P.kd = _ptr(keep["kd"][i])
+            P.kc = _ptr(keep["kc"][i])
+            P.tau_max = _ptr(keep["tau_max"][i])
+            P.armature = _ptr(keep["armature"][i])
+        offsets = {}
+        off = 0
+        for name, size in sizes:
+            offsets[name] = off
+            off += size
         for i in range(n_env):
             dat = self._datas[i]
             self.datas[i] = dat.c
             buf = scratch[i]
-            off = 0
-            ptrs = {}
-            for name, s in sizes:
-                ptrs[name] = off
-                off += s
             W = &self.works[i]
-            W.M = &buf[ptrs["M"]]
-            W.J = &buf[ptrs["J"]]
-            W.MJ = &buf[ptrs["MJ"]]
-            W.W = &buf[ptrs["W"]]
-            W.b = &buf[ptrs["b"]]
-            W.lam_a = &buf[ptrs["lam_a"]]
-            W.w = &buf[ptrs["w"]]
-            W.mu_a = &buf[ptrs["mu_a"]]
-            W.fext = &buf[ptrs["fext"]]
-            W.damp = &buf[ptrs["damp"]]
-            W.h = &buf[ptrs["h"]]
-            W.rhs = &buf[ptrs["rhs"]]
-            W.ddq = &buf[ptrs["ddq"]]
-            W.qs = &buf[ptrs["qs"]]
-            W.vs = &buf[ptrs["vs"]]
-            W.vk = &buf[ptrs["vk"]]
-            W.acc_a = &buf[ptrs["acc_a"]]
-            W.acc_v = &buf[ptrs["acc_v"]]
-            W.tmp = &buf[ptrs["tmp"]]
-            W.pc = &buf[ptrs["pc"]]
-            W.vc = &buf[ptrs["vc"]]
-            W.qn = &buf[ptrs["qn"]]
+            W.M = &buf[<Py_ssize_t>offsets["M"]]
+            W.J = &buf[<Py_ssize_t>offsets["J"]]
+            W.MJ = &buf[<Py_ssize_t>offsets["MJ"]]
+            W.W = &buf[<Py_ssize_t>offsets["W"]]
+            W.b = &buf[<Py_ssize_t>offsets["b"]]
+            W.lam_a = &buf[<Py_ssize_t>offsets["lam_a"]]
+            W.w = &buf[<Py_ssize_t>offsets["w"]]
+            W.mu_a = &buf[<Py_ssize_t>offsets["mu_a"]]
+            W.fext = &buf[<Py_ssize_t>offsets["fext"]]
+            W.damp = &buf[<Py_ssize_t>offsets["damp"]]
+            W.tau_s = &buf[<Py_ssize_t>offsets["tau_s"]]
+            W.h = &buf[<Py_ssize_t>offsets["h"]]
+            W.rhs = &buf[<Py_ssize_t>offsets["rhs"]]
+            W.ddq = &buf[<Py_ssize_t>offsets["ddq"]]
+            W.qs = &buf[<Py_ssize_t>offsets["qs"]]
+            W.vs = &buf[<Py_ssize_t>offsets["vs"]]
+            W.vk = &buf[<Py_ssize_t>offsets["vk"]]
+            W.acc_a = &buf[<Py_ssize_t>offsets["acc_a"]]
+            W.acc_v = &buf[<Py_ssize_t>offsets["acc_v"]]
+            W.tmp = &buf[<Py_ssize_t>offsets["tmp"]]
+            W.pc = &buf[<Py_ssize_t>offsets["pc"]]
+            W.vc = &buf[<Py_ssize_t>offsets["vc"]]
+            W.qn = &buf[<Py_ssize_t>offsets["qn"]]
             ibuf = active[i]
             W.active = &ibuf[0]
             W.force = _ptr(self.force[i])
@@ -571,7 +600,7 @@ cdef class SimCore:
             W.stats.complementarity = 0.0
 
     def servo_array(self, str name):
-        """The live per-joint servo array ``name`` (kp, kd, kc, tau_max, armature), (na,).
+        """The live servo parameter ``name`` (kp, kd, kc, tau_max, armature), (n_env, na).
 
         Writes take effect at the next step (the kernel reads it in place).
         """
@@ -579,11 +608,23 @@ cdef class SimCore:
             raise KeyError(f"SimCore.servo_array: no servo parameter {name!r}")
         return self._keep[name]
 
+    def friction_array(self):
+        """The live rigid-contact friction coefficients (n_env, ncp)."""
+        return self._keep["mu"]
+
+    def set_law(self, int env, dict law):
+        """Replace environment ``env``'s compliant contact law (ContactLaw.as_kernel_dict())."""
+        if not 0 <= env < self.n_env:
+            raise IndexError(f"SimCore.set_law: environment {env} of {self.n_env}")
+        _set_law(&self.Ps[env].law, law)
+
     def __dealloc__(self):
         if self.datas != NULL:
             free(self.datas)
         if self.works != NULL:
             free(self.works)
+        if self.Ps != NULL:
+            free(self.Ps)
 
     def step(self, double[:, ::1] q, double[:, ::1] v, const double[:, ::1] goal,
              const unsigned char[:, ::1] on, int n_steps, int env0=0):
@@ -599,7 +640,7 @@ cdef class SimCore:
         with nogil:
             for e in range(n):
                 for s in range(n_steps):
-                    if _step(&self.P, &self.model.c, &self.datas[env0 + e], &self.works[env0 + e],
+                    if _step(&self.Ps[env0 + e], &self.model.c, &self.datas[env0 + e], &self.works[env0 + e],
                              &q[e, 0], &v[e, 0], &goal[e, 0], &on[e, 0]) != 0:
                         rc = 1 + e
                         break
@@ -619,10 +660,13 @@ cdef class SimCore:
         world contact forces of that step.  Returns 0 or 1 on failure.
         """
         cdef int s, n = goals.shape[0], rc = 0, k
-        cdef Work* W = &self.works[env]
+        cdef Work* W
+        if not 0 <= env < self.n_env:
+            raise IndexError(f"SimCore.run: environment {env} of {self.n_env}")
+        W = &self.works[env]
         with nogil:
             for s in range(n):
-                if _step(&self.P, &self.model.c, &self.datas[env], W, &q[0], &v[0],
+                if _step(&self.Ps[env], &self.model.c, &self.datas[env], W, &q[0], &v[0],
                          &goals[s, 0], &on[0]) != 0:
                     rc = 1
                     break
@@ -630,6 +674,22 @@ cdef class SimCore:
                 for k in range(3 * self.ncp):
                     force_log[s, k] = W.force[k]
         return rc
+
+
+cdef int _set_law(ContactLaw* c, dict law) except -1:
+    c.stiffness = law["stiffness"]
+    c.exponent = law["exponent"]
+    c.damping_max = law["damping_max"]
+    c.ramp_width = law["ramp_width"]
+    c.mu_static = law["mu_static"]
+    c.mu_dynamic = law["mu_dynamic"]
+    c.v_static = law["v_static"]
+    c.v_dynamic = law["v_dynamic"]
+    c.cone = law["cone"]
+    c.cone_scale_x = law["cone_scale_x"]
+    c.cone_scale_y = law["cone_scale_y"]
+    c.clamp_normal = law["clamp_normal"]
+    return 0
 
 
 cdef double* _ptr(object a) except NULL:

@@ -78,7 +78,7 @@ class Ground:
     normal: tuple = (0.0, 0.0, 1.0)
 
     @staticmethod
-    def slope(angle_rad: float, axis: str = "x") -> "Ground":
+    def slope(angle_rad: float, axis: str = "x") -> Ground:
         """A plane through the origin tilted by ``angle_rad`` about world y (rising toward -x)."""
         if axis != "x":
             raise ValueError(f"Ground.slope: axis {axis!r} not supported, use 'x'")
@@ -102,7 +102,7 @@ class ContactPoints:
         return int(self.body.shape[0])
 
     @staticmethod
-    def concat(parts: list["ContactPoints"]) -> "ContactPoints":
+    def concat(parts: list[ContactPoints]) -> ContactPoints:
         if not parts:
             return ContactPoints(np.zeros(0, np.int32), np.zeros((0, 3)), np.zeros(0))
         return ContactPoints(

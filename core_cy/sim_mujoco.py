@@ -63,11 +63,11 @@ def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoParams, ground: Grou
 
     def body(b, indent):
         pad = " " * indent
-        I = t.I_com[b]
+        inertia = t.I_com[b]
         lines = [f'{pad}<body name="{t.body_names[b]}" pos="{_v(t.p_tree[b])}" quat="{_quat_wxyz(t.R_tree[b])}">']
         lines.append(
             f'{pad}  <inertial pos="{_v(t.com[b])}" mass="{t.mass[b]:.17g}" '
-            f'fullinertia="{_v([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]])}"/>')
+            f'fullinertia="{_v([inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]])}"/>')
         if t.jtype[b] == 2:
             lines.append(f'{pad}  <freejoint name="{t.joint_names[b]}"/>')
         else:
@@ -86,7 +86,7 @@ def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoParams, ground: Grou
 
     acts = [f'    <position joint="{j}" kp="{servo.kp:.17g}" kv="{servo.kd:.17g}" '
             f'forcelimited="true" forcerange="{-servo.tau_max:.17g} {servo.tau_max:.17g}"/>'
-            for j, jt in zip(t.joint_names, t.jtype) if jt != 2]
+            for j, jt in zip(t.joint_names, t.jtype, strict=True) if jt != 2]
     xml = [
         '<mujoco model="servoloop_twin">',
         f'  <option timestep="{dt:.17g}" integrator="{integrator}" cone="elliptic" '

@@ -4,7 +4,8 @@ Implements the virtual bus's Plant interface (``n`` and ``step(dt, goal_rad,
 torque_on, out_position, out_velocity, out_torque)``, plus the optional
 ``set_actuation`` and ``set_state``), so that ``InProcessVirtualBus(servos,
 plant=RobotPlant.for_robot("quadruped"))`` runs the quadruped standing on the
-ground instead of one free load per servo.
+ground instead of one free load per servo; from the command line:
+``servoloop virtual-bus --robot quadruped --plant core_cy.sim_plant:make_plant``.
 
 Servo i drives the joint named by the robot config's ``servos[i].joint``;
 servo angles are joint angles (the built-in robots have offset 0 and
@@ -21,7 +22,7 @@ from core_cy._dynamics import Model
 from core_cy.sim import SimConfig, Simulator
 from core_cy.sim_model import ContactPoints, box_corners, contact_points_from_urdf
 
-__all__ = ["RobotPlant", "TRUNK_BOXES"]
+__all__ = ["RobotPlant", "TRUNK_BOXES", "make_plant"]
 
 # Trunk boxes (m) so a robot that collapses with torque off lands on its trunk
 # instead of falling through the floor (the URDFs collide with their feet only).
@@ -57,11 +58,11 @@ class RobotPlant:
         self._h_ns = int(round(sim.config.dt * 1e9))
         self._acc_ns = 0
         self.time_ns = 0
-        self._kp0 = sim._core.servo_array("kp").copy()
-        self._tau0 = sim._core.servo_array("tau_max").copy()
+        self._kp0 = sim._core.servo_array("kp")[0].copy()
+        self._tau0 = sim._core.servo_array("tau_max")[0].copy()
 
     @classmethod
-    def for_robot(cls, name: str, config: SimConfig | None = None, pose=None) -> "RobotPlant":
+    def for_robot(cls, name: str, config: SimConfig | None = None, pose=None) -> RobotPlant:
         """Plant of a built-in robot (``robots/NAME``), standing at rest in ``pose``.
 
         pose : dict joint -> rad, default the config's controller pose (or zeros).
@@ -112,8 +113,8 @@ class RobotPlant:
 
     def set_actuation(self, kp_scale, torque_limit_nm) -> None:
         """Gain scale (1 = factory) and active-torque limit [N m] per servo, (n,)."""
-        kp = self.sim._core.servo_array("kp")
-        tau = self.sim._core.servo_array("tau_max")
+        kp = self.sim._core.servo_array("kp")[0]
+        tau = self.sim._core.servo_array("tau_max")[0]
         kp[self._idx] = self._kp0[self._idx] * np.asarray(kp_scale, dtype=float)
         tau[self._idx] = np.minimum(self._tau0[self._idx], np.asarray(torque_limit_nm, dtype=float))
 
@@ -129,3 +130,17 @@ class RobotPlant:
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]
+
+
+def make_plant(servos, robot: str | None = None) -> RobotPlant:
+    """``--plant`` factory of the virtual bus: the simulator for built-in robot ``robot``.
+
+    servos : [(id, model)] in bus order (must match the robot config's servo list).
+    """
+    if robot is None:
+        raise ValueError("core_cy.sim_plant:make_plant needs a robot (--robot NAME): "
+                         "the simulator needs its URDF")
+    plant = RobotPlant.for_robot(robot)
+    if plant.n != len(servos):
+        raise ValueError(f"robot {robot!r} drives {plant.n} joints, the bus has {len(servos)} servos")
+    return plant

@@ -326,7 +326,7 @@ def parse_urdf(path, floating_base: bool = False, mimic: str = "error") -> TreeD
             walk(j.child, idx, eye, np.zeros(3))
 
     walk(root, start, eye, np.zeros(3))
-    for i, b in enumerate(bodies):
+    for b in bodies:
         if not b.has_inertial and b.kind != "freeflyer":
             raise MissingInertialError(
                 f"joint '{b.joint}' moves link '{b.name}', which has no <inertial> "

@@ -145,7 +145,7 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
                   uint8_t* rx, Py_ssize_t rx_cap, uint8_t* scratch, Py_ssize_t scratch_cap,
                   const int* id_to_slot, int* slot_code, int* slot_err, int* slot_n,
                   uint8_t* slot_data, Py_ssize_t stride, Py_ssize_t max_total,
-                  RxState* st) noexcept nogil:
+                  RxState* st, bint unstuff=1) noexcept nogil:
     """Read and file status packets until every expected slot is filled or the deadline.
 
     ``id_to_slot[256]`` maps a servo id to its slot (-1 = not expected);
@@ -186,7 +186,7 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
                     pos += 1
                     st.garbage_bytes += 1
                     continue
-            rc = parse_c(rx + pos, st.rx_len - pos, protocol, 1, scratch, scratch_cap, &res)
+            rc = parse_c(rx + pos, st.rx_len - pos, protocol, 1, scratch, scratch_cap, &res, unstuff)
             if rc == PARSE_NEED_MORE:
                 break
             if rc == PARSE_OK:
@@ -290,9 +290,13 @@ cdef class GroupIO:
     cdef public object ok_counts     # int64 (n,): good replies per slot since creation
     cdef int64_t[::1] ok_v
     cdef int64_t[::1] dirty          # shared with the Bus: 1 = stale bytes may be pending
+    cdef int fast                    # Fast Sync Read: one reply packet from id 0xFE
+    cdef Py_ssize_t fast_len
+    cdef uint8_t[::1] fastbuf
+    cdef int[::1] ids_v, f_i2s, f_code, f_err, f_n
 
     def __init__(self, int fd, int protocol, ids, bytes tx, tx_splits, int data_len, fields,
-                 on_after_write=None, dirty=None):
+                 on_after_write=None, dirty=None, bint fast=False):
         self.fd = fd
         self.protocol = protocol
         self.n = len(ids)
@@ -325,6 +329,19 @@ cdef class GroupIO:
         self.on_after_write = on_after_write
         self.garbage_bytes = 0
         self.port_error = 0
+        self.ids_v = np.array(list(ids), dtype=np.intc)
+        self.fast = fast
+        # after the status error byte (servo 1's): ID1 D1 CRC1 ERR2 ID2 D2 CRC2 ... IDn Dn
+        self.fast_len = self.n * (data_len + 4) - 3 if fast else 0
+        self.fastbuf = bytearray(self.fast_len + 16)
+        self.f_i2s = np.full(256, -1, dtype=np.intc)
+        self.f_i2s[0xFE] = 0
+        self.f_code = np.zeros(1, dtype=np.intc)
+        self.f_err = np.zeros(1, dtype=np.intc)
+        self.f_n = np.zeros(1, dtype=np.intc)
+        if fast:
+            self.max_total = 8 + self.n * (data_len + 4)
+            self.scratch = bytearray(self.max_total + 16)
         self.ok_counts = np.zeros(self.n, dtype=np.int64)
         self.ok_v = self.ok_counts
         self.dirty = dirty if dirty is not None else np.ones(1, dtype=np.int64)
@@ -351,6 +368,27 @@ cdef class GroupIO:
     @property
     def raw(self):
         return np.asarray(self.data).reshape(self.n, self.data_len)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef void _split_fast(self) noexcept nogil:
+        """Deal the one Fast Sync Read reply out to the per-servo slots."""
+        cdef int i, code = self.f_code[0]
+        cdef Py_ssize_t base, L = self.data_len, stride = self.data_len + 4
+        if code == S_OK and self.f_n[0] != self.fast_len:
+            code = S_MALFORMED
+        for i in range(self.n):
+            if code != S_OK:
+                self.slot_code[i] = S_TIMEOUT if code == S_PENDING else code
+                continue
+            base = i * stride - 1
+            if self.fastbuf[base + 1] != self.ids_v[i]:
+                self.slot_code[i] = S_MALFORMED
+                continue
+            self.slot_code[i] = S_OK
+            self.slot_err[i] = self.f_err[0] if i == 0 else self.fastbuf[base]
+            self.slot_n[i] = <int>L
+            memcpy(&self.data[i * L], &self.fastbuf[base + 2], L)
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
@@ -384,6 +422,18 @@ cdef class GroupIO:
             if self.on_after_write is not None:
                 self.on_after_write()
             st.remaining = self.tx_count[k]
+            if self.fast:
+                st.remaining = 1
+                self.f_code[0] = S_PENDING
+                with nogil:
+                    _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
+                             &self.scratch[0], self.scratch.shape[0], &self.f_i2s[0],
+                             &self.f_code[0], &self.f_err[0], &self.f_n[0], &self.fastbuf[0],
+                             self.fastbuf.shape[0], self.max_total, &st, 0)
+                    self._split_fast()
+                if st.port_error:
+                    break
+                continue
             with nogil:
                 _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
                          &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],

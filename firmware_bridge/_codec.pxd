@@ -26,6 +26,7 @@ cdef Py_ssize_t encode_c(int protocol, int servo_id, int first, int second, bint
                          const uint8_t* params, Py_ssize_t n, uint8_t* out,
                          Py_ssize_t cap) noexcept nogil
 cdef int parse_c(const uint8_t* buf, Py_ssize_t n, int protocol, bint status,
-                 uint8_t* params_out, Py_ssize_t params_cap, ParseResult* res) noexcept nogil
+                 uint8_t* params_out, Py_ssize_t params_cap, ParseResult* res,
+                 bint unstuff=*) noexcept nogil
 cdef Py_ssize_t find_header_c(const uint8_t* buf, Py_ssize_t n, int protocol,
                               Py_ssize_t start) noexcept nogil

@@ -183,8 +183,13 @@ cdef Py_ssize_t find_header_c(const uint8_t* buf, Py_ssize_t n, int protocol,
 
 
 cdef int parse_c(const uint8_t* buf, Py_ssize_t n, int protocol, bint status,
-                 uint8_t* params_out, Py_ssize_t params_cap, ParseResult* res) noexcept nogil:
-    """Decode the packet at buf[0]; same decisions as protocol.parse_packet."""
+                 uint8_t* params_out, Py_ssize_t params_cap, ParseResult* res,
+                 bint unstuff=1) noexcept nogil:
+    """Decode the packet at buf[0]; same decisions as protocol.parse_packet.
+
+    ``unstuff=0`` keeps the payload as sent: Fast Sync/Bulk Read replies are
+    not byte-stuffed (``dynamixel_sdk`` reads them the same way).
+    """
     cdef Py_ssize_t length, total, m, skip
     cdef uint16_t crc_rx
     res.consumed = 0
@@ -237,7 +242,11 @@ cdef int parse_c(const uint8_t* buf, Py_ssize_t n, int protocol, bint status,
         return PARSE_CHECKSUM
     if length - 2 > params_cap:
         return PARSE_TOO_LONG
-    m = unstuff_c(buf + 7, length - 2, params_out)
+    if unstuff:
+        m = unstuff_c(buf + 7, length - 2, params_out)
+    else:
+        memmove(params_out, buf + 7, length - 2)
+        m = length - 2
     if status:
         if params_out[0] != 0x55:
             res.code = params_out[0]

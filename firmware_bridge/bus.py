@@ -388,9 +388,18 @@ class Bus:
             self._check_reply(servo_id, replies[servo_id], t, None, "action")
 
     def reboot(self, servo_id: int) -> None:
-        """Reboot one servo (clears a latched hardware error; RAM back to defaults)."""
+        """Reboot one servo (clears a latched hardware error; RAM back to defaults).
+
+        The reply still carries the alert bit of the error being cleared: only
+        an error number fails the reboot.
+        """
         replies, t = self._transact(_codec.reboot(self.protocol, servo_id), [servo_id], 0, 11)
-        self._check_reply(servo_id, replies[servo_id], t, None, "reboot")
+        code, err, params = replies[servo_id]
+        if self.protocol == 2:
+            err &= 0x7F
+        elif err:
+            err &= ~0x25  # 1.0: voltage / overheating / overload bits describe the old state
+        self._check_reply(servo_id, (code, err, params), t, None, "reboot")
 
     def factory_reset(self, servo_id: int, option: int = 0x02, *, confirm: bool = False) -> None:
         """Factory reset (guarded: ``confirm=True``).  Default keeps ID and baud rate (2.0)."""
@@ -521,17 +530,17 @@ def _copy_with_message(exc: BridgeError, msg: str) -> BridgeError:
 class SyncReader:
     """One preallocated group read; ``values[name]`` are float64 (n,) SI arrays, in place.
 
-    Protocol 2.0: one SYNC READ (or FAST SYNC READ with ``fast=True`` --
-    not implemented on the wire loop yet, see :func:`_codec.fast_sync_read`)
-    of the contiguous block covering every register.  Protocol 1.0: one READ
-    per servo behind the same API (AX has no sync read).
+    Protocol 2.0: one SYNC READ of the contiguous block covering every
+    register, or with ``fast=True`` one FAST SYNC READ (0x8A: a single reply
+    packet that every servo extends; X firmware v45+, XL330 v46+, not MX) --
+    one missing servo then fails them all.  Protocol 1.0: one READ per servo
+    behind the same API (AX has no sync read).
     """
 
     def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
         bus._require_open()
-        if fast:
-            raise NotImplementedError("fast sync read is encoded/decoded by _codec but not yet "
-                                      "wired into the receive loop; use fast=False")
+        if fast and bus.protocol != 2:
+            raise ValueError("fast sync read needs Protocol 2.0 (X firmware v45+, not MX)")
         if not ids:
             raise ValueError("sync reader needs at least one servo")
         self.bus = bus
@@ -553,7 +562,8 @@ class SyncReader:
         fields = [(r.address - start, r.size, _ENC[r.encoding], r.zero_raw, r.scale) for r in regs0]
         reply = (11 if bus.protocol == 2 else 6) + self.length
         if bus.protocol == 2:
-            tx = _codec.sync_read(start, self.length, ids)
+            build = _codec.fast_sync_read if fast else _codec.sync_read
+            tx = build(start, self.length, ids)
             t = bus._timeout(len(tx), len(ids) * reply, len(ids), ids)
             splits = [(0, len(tx), 0, len(ids), t)]
         else:
@@ -565,8 +575,9 @@ class SyncReader:
                 off += len(p)
             tx = b"".join(parts)
         self.timeout_s = sum(s[4] for s in splits)
+        self.fast = fast
         self._io = _busio.GroupIO(bus.fd, bus.protocol, ids, tx, splits, self.length, fields,
-                                  bus.on_after_write, bus._dirty)
+                                  bus.on_after_write, bus._dirty, fast)
         self._io.set_slots(ids)
         bus._ok_sources.append((self.ids, self._io.ok_counts))
         out = self._io.out
@@ -624,9 +635,11 @@ class SyncWriter:
 
     def write(self, values) -> None:
         """Send one sync write of SI values, float64 (n,); ValueError on NaN/out of range."""
-        v = np.ascontiguousarray(values, dtype=np.float64)
+        if not (type(values) is np.ndarray and values.dtype == np.float64
+                and values.flags.c_contiguous):
+            values = np.ascontiguousarray(values, dtype=np.float64)
         try:
-            rc = self._io.write(v)
+            rc = self._io.write(values)
         except ValueError as exc:
             raise ValueError(f"{self.name}: {exc} (servo ids {self.ids})") from None
         if rc != 0:

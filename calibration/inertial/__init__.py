@@ -31,6 +31,7 @@ from calibration.inertial.identify import (
     InertialResult,
     identify,
     identify_from_log,
+    identify_stacked,
     load_joint_log,
     write_report,
 )
@@ -57,7 +58,13 @@ from calibration.inertial.signals import (
     lowpass,
     prepare_samples,
 )
-from calibration.inertial.solvers import DEFAULT_EPS, SolverResult, solve_friction, solve_ols, solve_sdp
+from calibration.inertial.solvers import (
+    DEFAULT_EPS,
+    SolverResult,
+    solve_friction,
+    solve_ols,
+    solve_sdp,
+)
 from calibration.inertial.synthetic import SimulatedData, planar_2r_urdf, simulate, with_friction
 
 __all__ = [
@@ -65,7 +72,7 @@ __all__ = [
     "BaseParameters", "regroup", "regroup_model",
     "BodyConsistency", "ConsistencyReport", "check_consistency", "check_urdf", "pseudo_inertia",
     "FourierTrajectory", "random_fourier",
-    "METHODS", "InertialResult", "identify", "identify_from_log", "load_joint_log", "write_report",
+    "METHODS", "InertialResult", "identify", "identify_from_log", "identify_stacked", "load_joint_log", "write_report",
     "IrlsResult", "irls", "truncated_variance",
     "FRICTION_NAMES", "INERTIAL_NAMES", "PAPER_FROM_PIN", "PIN_FROM_PAPER", "ParameterLayout",
     "body_from_parameters", "body_parameters",

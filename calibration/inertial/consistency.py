@@ -135,10 +135,10 @@ def check_consistency(theta, layout: ParameterLayout, eps: float = 0.0,
     if theta.shape == (layout.n_inertial,):
         theta = layout.join(theta)
     inertial, friction = layout.split(theta)
-    bodies = [_body(n, p) for n, p in zip(layout.body_names, inertial)]
+    bodies = [_body(n, p) for n, p in zip(layout.body_names, inertial, strict=True)]
     fr = []
-    for j, row in zip(layout.joint_names, friction):
-        for name, value in zip(("Fc", "Fv", "Ia"), row[:3]):
+    for j, row in zip(layout.joint_names, friction, strict=True):
+        for name, value in zip(("Fc", "Fv", "Ia"), row[:3], strict=True):
             if value < -friction_tol:
                 fr.append(f"joint {j}: {name} = {value:.6g} is negative")
     return ConsistencyReport(bodies, fr, eps)

@@ -32,6 +32,7 @@ __all__ = [
     "METHODS",
     "InertialResult",
     "identify",
+    "identify_stacked",
     "load_joint_log",
     "identify_from_log",
     "write_report",
@@ -78,15 +79,15 @@ class InertialResult:
             "n_samples": self.n_samples,
             "condition_number": self.condition_number,
             "cost": self.cost,
-            "rms_torque_per_joint": dict(zip(self.joint_names, map(float, self.rms_per_joint))),
-            "theta": dict(zip(self.names, map(float, self.theta))),
-            "base_parameters": dict(zip(self.base.names(self.names), map(float, self.pi))),
+            "rms_torque_per_joint": dict(zip(self.joint_names, map(float, self.rms_per_joint), strict=True)),
+            "theta": dict(zip(self.names, map(float, self.theta), strict=True)),
+            "base_parameters": dict(zip(self.base.names(self.names), map(float, self.pi), strict=True)),
             "consistency": self.consistency.to_dict(),
         }
         if self.irls is not None:
             out["irls"] = {
                 "noise_variance_per_joint": dict(zip(self.joint_names,
-                                                     map(float, np.diag(self.irls.omega)))),
+                                                     map(float, np.diag(self.irls.omega)), strict=True)),
                 "rows_rejected": int(np.sum(self.irls.weights == 0)),
                 "weight_iterations": self.irls.weight_iterations,
                 "converged": self.irls.converged,
@@ -106,7 +107,7 @@ def _fitter(method, model, base, eps, prior_weight, ni_fixed):
 
 def identify(model: RegressorModel, Q, V, A, tau, method: str = "sdp", use_irls: bool = False,
              base: BaseParameters | None = None, eps: float = DEFAULT_EPS,
-             prior_weight: float = 0.0, irls_k: float = 3.0, theta_inertial=None) -> InertialResult:
+             prior_weight: float = 1e-3, irls_k: float = 3.0, theta_inertial=None) -> InertialResult:
     """Identify theta from N samples.
 
     Parameters
@@ -119,19 +120,46 @@ def identify(model: RegressorModel, Q, V, A, tau, method: str = "sdp", use_irls:
     use_irls : bool, wrap the solver in IRLS (noise covariance + outlier rejection)
     base : BaseParameters or None (default: structural regrouping of ``model``)
     eps : float, LMI margin for "sdp" [kg m^2]
-    prior_weight : float, pull toward the URDF's theta along unidentifiable directions ("sdp")
+    prior_weight : float, pull toward the URDF's theta along unidentifiable directions ("sdp";
+        null space of W only, so pi is not biased; 0 = off)
     irls_k : float, IRLS cut-off [sigma]
     theta_inertial : ndarray or None, fixed inertia for "friction" (default: the URDF's)
     """
-    if method not in METHODS:
-        raise FitError(f"identify: method {method!r}; choose one of {', '.join(METHODS)}")
     tau = np.asarray(tau, dtype=float)
     if tau.shape != np.shape(V):
         raise FitError(f"identify: tau {tau.shape} and V {np.shape(V)} differ")
     W = model.stacked(Q, V, A)
-    U = tau.reshape(-1)
     if base is None:
         base = regroup_model(model)
+    return identify_stacked(model, W, tau, base, method=method, use_irls=use_irls, eps=eps,
+                            prior_weight=prior_weight, irls_k=irls_k,
+                            theta_inertial=theta_inertial, row_names=_row_names(model))
+
+
+def identify_stacked(model: RegressorModel, W, tau, base: BaseParameters, method: str = "sdp",
+                     use_irls: bool = False, eps: float = DEFAULT_EPS, prior_weight: float = 1e-3,
+                     irls_k: float = 3.0, theta_inertial=None, row_names=None) -> InertialResult:
+    """:func:`identify` on a regressor already stacked, e.g. projected by ``G^T`` for a
+    closed chain (:mod:`calibration.inertial.closed_chain`).
+
+    Parameters
+    ----------
+    model : RegressorModel (for the layout and the URDF's parameters)
+    W : ndarray (N * m, p), m rows per sample, sample-major
+    tau : ndarray (N, m), measured torques of those rows [N m]
+    base : BaseParameters of W (regroup the stack you solve)
+    row_names : list of m str, names of the rows (default: the model's joints)
+    (other parameters as in :func:`identify`)
+    """
+    if method not in METHODS:
+        raise FitError(f"identify: method {method!r}; choose one of {', '.join(METHODS)}")
+    tau = np.asarray(tau, dtype=float)
+    W = np.asarray(W, dtype=float)
+    ncv = tau.shape[1]
+    if W.shape != (tau.size, model.layout.n_params):
+        raise FitError(f"identify: W {W.shape} does not match tau {tau.shape} and "
+                       f"{model.layout.n_params} parameters")
+    U = tau.reshape(-1)
     layout = model.layout
     ni_fixed = model.theta_urdf if theta_inertial is None else np.asarray(theta_inertial, dtype=float)
     Phi = base.base_regressor(W) if method == "ols" else W
@@ -139,7 +167,7 @@ def identify(model: RegressorModel, Q, V, A, tau, method: str = "sdp", use_irls:
     result_irls = None
     if use_irls:
         n_params = base.rank if method != "friction" else 4 * len(layout.joint_names)
-        result_irls = irls(Phi, U, model.nv, fit, n_params=n_params, k=irls_k)
+        result_irls = irls(Phi, U, ncv, fit, n_params=n_params, k=irls_k)
         x = result_irls.x
     else:
         x = fit(Phi, U)
@@ -149,17 +177,26 @@ def identify(model: RegressorModel, Q, V, A, tau, method: str = "sdp", use_irls:
         pi, theta = x, base.theta_from_pi(x, model.theta_urdf[base.idx_d])
     else:
         theta, pi = x, base.pi_from_theta(x)
-    res = (W @ theta - U).reshape(-1, model.nv)
+    res = (W @ theta - U).reshape(-1, ncv)
     Y = base.base_regressor(W)
     Ys = Y / np.maximum(np.linalg.norm(Y, axis=0), 1e-300)
     lam = np.linalg.eigvalsh(Ys.T @ Ys)
     cond = float(np.sqrt(lam[-1] / lam[0])) if lam[0] > 0 else float("inf")
     report = check_consistency(theta, layout, eps=eps if method == "sdp" else 0.0,
                                friction_tol=1e-9)
+    names = list(row_names) if row_names is not None else _row_names(model)
+    if len(names) != ncv:
+        raise FitError(f"identify: {len(names)} row names for {ncv} rows per sample")
     return InertialResult(method, theta, pi, base, float(np.sum(res**2)),
                           np.sqrt(np.mean(res**2, axis=0)), report, result_irls,
                           n_samples=len(tau), condition_number=cond, names=layout.names(),
-                          joint_names=list(layout.joint_names[-model.nv:]))
+                          joint_names=names)
+
+
+def _row_names(model) -> list[str]:
+    """One name per regressor row: the free-flyer's 6 rows, then the joints."""
+    base = ["base_vx", "base_vy", "base_vz", "base_wx", "base_wy", "base_wz"]
+    return (base if model.floating_base else []) + list(model.layout.joint_names)
 
 
 def load_joint_log(path, joint_names=None):
@@ -201,7 +238,7 @@ def load_joint_log(path, joint_names=None):
 
 
 def identify_from_log(log_path, urdf_path, method: str = "sdp", use_irls: bool = True,
-                      settings: FilterSettings = FilterSettings(), backend: str = "auto",
+                      settings: FilterSettings | None = None, backend: str = "auto",
                       **kwargs) -> InertialResult:
     """Load, filter, decimate and identify (the ``servoloop calibrate inertial`` work).
 
@@ -210,8 +247,9 @@ def identify_from_log(log_path, urdf_path, method: str = "sdp", use_irls: bool =
     log_path : path of a log readable by :func:`load_joint_log`
     urdf_path : path of the robot's URDF (fixed base)
     method, use_irls, **kwargs : see :func:`identify`
-    settings : FilterSettings (cutoffs, decimation)
+    settings : FilterSettings or None (cutoffs, decimation; None = defaults)
     """
+    settings = FilterSettings() if settings is None else settings
     model = RegressorModel(urdf_path, backend=backend)
     t, q, v, tau = load_joint_log(log_path, list(model.layout.joint_names))
     if q.shape[1] != model.nv:

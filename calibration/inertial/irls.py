@@ -3,8 +3,10 @@
 The loop of the reference code (ConstrainedSysID, Han et al. 2020): rows are
 grouped per sample (``ncv`` rows each, one per joint); an inner loop whitens
 every sample with ``Omega^{-1/2}`` and re-estimates ``Omega`` from the
-residuals; an outer loop gives weight 0 to rows whose whitened residual
-exceeds ``k`` (hard redescender), and a row never gets its weight back.
+residuals; an outer loop gives weight 0 to samples with a whitened residual
+beyond ``k`` (hard redescender), and a sample never gets its weight back.
+The reference code cuts single rows; we cut the whole sample because the
+whitening mixes its rows (see the comment at the cut).
 
 Erratum (seed-001 digest, section 2): the code updates
 ``Omega <- Omega E E^T Omega / (N - p)`` with E the *whitened* residuals,
@@ -132,8 +134,12 @@ def irls(Phi: np.ndarray, U: np.ndarray, ncv: int, fit, n_params: int | None = N
         result.x, result.omega = x, omega
         result.covariance_iterations.append(n_inner)
         result.weight_iterations = outer + 1
-        # Residuals whitened with the Omega the fit used.
-        psi = (np.abs(E) <= k).astype(float)
+        # Residuals whitened with the Omega the fit used.  A whole sample is
+        # cut when any of its rows exceeds k: whitening mixes the rows of a
+        # sample, so a huge residual on one joint leaks into the others'
+        # whitened rows, and cutting rows alone let Omega diverge on real
+        # data (Coulomb sign flips after filtering).
+        psi = np.repeat(np.all(np.abs(E) <= k, axis=1, keepdims=True).astype(float), ncv, axis=1)
         D_new = np.minimum(D, psi)
         if np.array_equal(D_new, D):
             result.converged = True

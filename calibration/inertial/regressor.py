@@ -62,10 +62,10 @@ def urdf_parameters(urdf_path, floating_base: bool = False):
 
     tree = parse_urdf(str(urdf_path), floating_base=floating_base)
     first = 6 if floating_base else 0
-    joints = [n for n, t in zip(tree.joint_names, tree.jtype) if t != 2]
+    joints = [n for n, t in zip(tree.joint_names, tree.jtype, strict=True) if t != 2]
     nv = first + len(joints)
     layout = ParameterLayout(tuple(tree.body_names), tuple(joints), tuple(range(first, nv)), nv)
-    inertial = [body_parameters(m, c, I) for m, c, I in zip(tree.mass, tree.com, tree.I_com)]
+    inertial = [body_parameters(m, c, I_c) for m, c, I_c in zip(tree.mass, tree.com, tree.I_com, strict=True)]
     skip = 7 if floating_base else 0  # the free-flyer's 7 q entries have no limits
     return layout, layout.join(np.array(inertial)), tree.lower[skip:], tree.upper[skip:]
 
@@ -190,6 +190,47 @@ class RegressorModel:
         """tau = W theta for N states: (N, nv)."""
         return self.regressor_batch(Q, V, A) @ np.asarray(theta, dtype=float)
 
+    def body_index(self, body: str) -> int:
+        """Index of a moving body by name (a link merged by a fixed joint: use its parent body)."""
+        try:
+            return self.layout.body_names.index(body)
+        except ValueError:
+            raise FitError(f"{self.urdf_path.name}: no moving body {body!r} "
+                           f"(bodies: {', '.join(self.layout.body_names)})") from None
+
+    def point_kinematics(self, q, body: str, point) -> tuple[np.ndarray, np.ndarray]:
+        """World position (3,) [m] and Jacobian (3, nv) of a point fixed in a body.
+
+        Parameters
+        ----------
+        q : ndarray (nq,)
+        body : str, moving body name
+        point : (3,) coordinates in the body frame [m]
+        """
+        i = self.body_index(body)
+        q = np.asarray(q, dtype=float)
+        point = np.asarray(point, dtype=float)
+        if self.backend == "core_cy":
+            import core_cy
+
+            core_cy.forward_kinematics(self._model, self._data, q)
+            R = np.array(self._data.rotation_body_to_world[i])
+            o = np.array(self._data.position_body_in_world[i])
+            J6 = np.array(core_cy.frame_jacobian(self._model, self._data, q, i,
+                                                 frame="local_world_aligned"))
+        else:
+            import pinocchio as pin
+
+            pin.computeJointJacobians(self._model, self._data, q)
+            M = self._data.oMi[i + 1]
+            R, o = M.rotation, M.translation
+            J6 = pin.getJointJacobian(self._model, self._data, i + 1,
+                                      pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        r = R @ point
+        skew = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        # v_point = v_origin + w x r = J_lin qd - [r]x J_ang qd
+        return o + r, J6[:3] - skew @ J6[3:]
+
     def rnea_batch(self, Q, V, A) -> np.ndarray:
         """Rigid-body inverse dynamics with the URDF's inertias (no friction): (N, nv)."""
         Q, V, A = self._check(Q, V, A)
@@ -199,4 +240,4 @@ class RegressorModel:
             return np.asarray(core_cy.rnea_batch(self._model, Q, V, A))
         import pinocchio as pin
 
-        return np.array([pin.rnea(self._model, self._data, q, v, a) for q, v, a in zip(Q, V, A)])
+        return np.array([pin.rnea(self._model, self._data, q, v, a) for q, v, a in zip(Q, V, A, strict=True)])

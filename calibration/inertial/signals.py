@@ -103,7 +103,7 @@ class FilterSettings:
     trim: int = 20
 
 
-def prepare_samples(t, q, tau, v=None, settings: FilterSettings = FilterSettings()):
+def prepare_samples(t, q, tau, v=None, settings: FilterSettings | None = None):
     """Raw log -> (q, v, a, tau) ready for the regressor.
 
     Parameters
@@ -117,6 +117,7 @@ def prepare_samples(t, q, tau, v=None, settings: FilterSettings = FilterSettings
     -------
     q, v, a, tau : ndarray (M, n) each, M ~ (N - 2 trim) / decimation
     """
+    settings = FilterSettings() if settings is None else settings
     t = np.asarray(t, dtype=float)
     dt_all = np.diff(t)
     dt = float(np.median(dt_all))

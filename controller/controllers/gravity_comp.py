@@ -142,4 +142,4 @@ class GravityCompController(Controller):
 
     def status(self) -> dict:
         return {"name": self.name, "scale": self._scale,
-                "target": dict(zip(self.ctx.joint_names, self.target.tolist()))}
+                "target": dict(zip(self.ctx.joint_names, self.target.tolist(), strict=False))}

@@ -55,4 +55,4 @@ class HoldController(Controller):
         command.effort[:] = 0.0
 
     def status(self) -> dict:
-        return {"name": self.name, "target": dict(zip(self.ctx.joint_names, self.target.tolist()))}
+        return {"name": self.name, "target": dict(zip(self.ctx.joint_names, self.target.tolist(), strict=False))}

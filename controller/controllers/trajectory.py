@@ -54,7 +54,7 @@ def load_keyframes(path: Path) -> list[dict]:
                 vals = [float(x) for x in row]
             except ValueError as exc:
                 raise ControllerParamError(f"trajectory.file {path} line {r}: {exc}") from exc
-            frames.append({"t": vals[0], "q": dict(zip(joints, vals[1:]))})
+            frames.append({"t": vals[0], "q": dict(zip(joints, vals[1:], strict=False))})
         return frames
     try:
         data = yaml.safe_load(text)
@@ -131,8 +131,10 @@ class TrajectoryController(Controller):
     def apply_params(self, params: dict) -> None:
         super().apply_params(params)
         if "_frames" in params:
+            # new keyframes play from now, starting where the command is now
+            here = self._sample(self._t_last) if len(self.poses) else np.zeros(self.ctx.n)
             self._frames = params["_frames"]
-            self._resolve(self.poses[0] if len(self.poses) else np.zeros(self.ctx.n), self._t_last)
+            self._resolve(here, self._t_last)
 
     def check_goal(self, goal) -> np.ndarray:
         return joint_vector(self.ctx, goal, "goal", default=self.poses[-1] if len(self.poses) else None)

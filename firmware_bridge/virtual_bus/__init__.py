@@ -16,7 +16,12 @@ from firmware_bridge.virtual_bus.faults import Fault, FaultSpecError, parse_faul
 from firmware_bridge.virtual_bus.inprocess import InProcessVirtualBus
 from firmware_bridge.virtual_bus.plant import IndependentServosPlant, Plant
 from firmware_bridge.virtual_bus.server import PtyServer
-from firmware_bridge.virtual_bus.spec import ServoSpecError, normalize_servos, parse_servo_spec, robot_servos
+from firmware_bridge.virtual_bus.spec import (
+    ServoSpecError,
+    normalize_servos,
+    parse_servo_spec,
+    robot_servos,
+)
 
 __all__ = [
     "BusEngine",

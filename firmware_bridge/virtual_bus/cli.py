@@ -46,6 +46,12 @@ def register(sub) -> None:
                    help="delay replies by their wire time at the baud rate plus Return Delay Time")
     p.add_argument("--return-delay", type=int, metavar="RAW",
                    help="Return Delay Time register (2 us units) of every servo; default: factory (250)")
+    p.add_argument("--actuator", metavar="SPEC",
+                   help='actuator parameters per servo, e.g. "1-3:kp=9.272:kd=0.3069:inertia=0.004" '
+                        "(fields: kp kd kc stall_torque inertia gravity_torque gravity_down_rad damping_off)")
+    p.add_argument("--plant", metavar="MODULE:FUNCTION",
+                   help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
+                        "(default: one independent load per servo)")
     p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
     p.add_argument("--duration", type=float, metavar="S", help="stop by itself after S seconds")
     p.add_argument("--json", action="store_true", help="print a JSON summary on exit (after the path line)")
@@ -62,7 +68,13 @@ def run(args) -> int:
     from firmware_bridge.virtual_bus.engine import BusEngine
     from firmware_bridge.virtual_bus.faults import FaultSpecError
     from firmware_bridge.virtual_bus.server import PtyServer
-    from firmware_bridge.virtual_bus.spec import ServoSpecError, parse_servo_spec, robot_servos
+    from firmware_bridge.virtual_bus.spec import (
+        ServoSpecError,
+        load_plant,
+        parse_actuator_spec,
+        parse_servo_spec,
+        robot_servos,
+    )
 
     protocol, baud = args.protocol, args.baud
     try:
@@ -73,13 +85,16 @@ def run(args) -> int:
         else:
             servos = parse_servo_spec(args.servos)
         eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
-        engine = BusEngine(servos, protocol=protocol, baud=baud, faults=args.faults, seed=args.seed,
-                           eeprom=eeprom)
+        actuators = parse_actuator_spec(args.actuator) if args.actuator else None
+        plant = load_plant(args.plant, servos, args.robot) if args.plant else None
+        engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
+                           seed=args.seed, eeprom=eeprom, actuators=actuators)
     except (ServoSpecError, FaultSpecError, ValueError, KeyError) as e:
-        return _error(str(e).strip('"'))
+        return _error(e.args[0] if e.args else str(e))
     server = PtyServer(engine, wire_timing=args.wire_timing)
-    print(server.port, flush=True)
+    # handlers first: a host may send SIGTERM the moment it has read the path
     old = {s: signal.signal(s, server.stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    print(server.port, flush=True)
     t0 = time.monotonic()
     try:
         server.serve(duration=args.duration)

@@ -15,7 +15,7 @@ import sys
 
 from firmware_bridge.protocol import CRC_TABLE
 
-__all__ = ["crc16", "crc16_continue", "crc16_state", "state_to_crc"]
+__all__ = ["crc16", "crc16_continue", "crc16_state", "state_to_crc", "crc_to_state"]
 
 
 def _swap(x: int) -> int:
@@ -62,12 +62,18 @@ def crc16_continue(state: int, data) -> int:
     n = len(data)
     t = _WORD_TABLE
     if n >= 2:
-        for w in memoryview(data)[: n & ~1].cast("B").cast("H"):
+        mv = memoryview(data)
+        for w in (mv if n % 2 == 0 else mv[: n - 1]).cast("H"):
             state = t[state ^ w]
     crc = _swap(state) if _LITTLE else state
     if n & 1:
         crc = ((crc << 8) & 0xFFFF) ^ CRC_TABLE[(crc >> 8) ^ data[n - 1]]
     return crc
+
+
+def crc_to_state(crc: int) -> int:
+    """Internal state that continues from the CRC value ``crc`` (any prefix length)."""
+    return _swap(crc) if _LITTLE else crc
 
 
 def crc16(data) -> int:

@@ -24,8 +24,9 @@ import numpy as np
 
 from firmware_bridge.control_table import baud_to_raw, get_table, raw_to_baud
 from firmware_bridge.protocol import HEADER_V2, build_status, unstuff
+from firmware_bridge.protocol import crc16 as P_crc16
 from firmware_bridge.virtual_bus.actuator import default_actuator, with_overrides
-from firmware_bridge.virtual_bus.crc import crc16, crc16_continue, crc16_state
+from firmware_bridge.virtual_bus.crc import crc16, crc16_continue, crc_to_state
 from firmware_bridge.virtual_bus.faults import FaultInjector, parse_faults
 from firmware_bridge.virtual_bus.plant import IndependentServosPlant
 from firmware_bridge.virtual_bus.servo import ERR, ServoBank, VirtualServo, table_info
@@ -77,7 +78,7 @@ class BusEngine:
             protocol = protocols.pop()
         if protocol not in (1, 2):
             raise ValueError(f"protocol must be 1 or 2, not {protocol!r}")
-        for (sid, _), t in zip(specs, tables):
+        for (sid, _), t in zip(specs, tables, strict=True):
             if t.protocol != protocol:
                 raise ValueError(f"servo {sid}: {t.name}'s control table is for Protocol "
                                  f"{t.protocol}.0, the bus runs Protocol {protocol}.0")
@@ -103,7 +104,7 @@ class BusEngine:
             raise ValueError(f"actuator overrides for ids {unknown} that are not on the bus")
         if plant is None:
             plant = IndependentServosPlant(
-                [with_overrides(default_actuator(t), actuators.get(sid)) for (sid, _), t in zip(specs, tables)])
+                [with_overrides(default_actuator(t), actuators.get(sid)) for (sid, _), t in zip(specs, tables, strict=True)])
         elif actuators:
             raise ValueError("actuator overrides apply to the default plant only")
         if plant.n != n:
@@ -122,7 +123,7 @@ class BusEngine:
                 self.banks[t.name] = ServoBank(table_info(t), counts[t.name])
         fill = dict.fromkeys(counts, 0)
         self.servos: list[VirtualServo] = []
-        for i, ((sid, _), t) in enumerate(zip(specs, tables)):
+        for i, ((sid, _), t) in enumerate(zip(specs, tables, strict=True)):
             bank = self.banks[t.name]
             k = fill[t.name]
             fill[t.name] += 1
@@ -142,6 +143,7 @@ class BusEngine:
         self.faults.bind(self)
         self._reply_faults = bool(self.faults.reply_faults)
         self._handlers = self._handlers_v2() if protocol == 2 else self._handlers_v1()
+        self.faults.on_time(self, 0.0)     # faults "at=0" hold from the first byte
 
     # ------------------------------------------------------------------ bus state
     def _ids_changed(self) -> None:
@@ -344,17 +346,17 @@ class BusEngine:
         if self.protocol == 1:
             n = len(data) + 2
             return b"\xff\xff" + bytes((sid, n, e)) + data + bytes(((~(sid + n + e + sum(data))) & 0xFF,))
-        payload = bytes((e,)) + data
-        if _STUFF in payload:
+        if _STUFF in data:          # the error byte is never 0xFF: only the data can need stuffing
             return build_status(2, sid, e, data)
-        key = (sid, len(payload))
+        key = (sid, len(data), e)
         pre = self._prefix.get(key)
         if pre is None:
-            n = len(payload) + 3
-            head = HEADER_V2 + bytes((sid, n & 0xFF, n >> 8, 0x55))
-            pre = self._prefix[key] = (head, crc16_state(head))
-        crc = crc16_continue(pre[1], payload)
-        return pre[0] + payload + bytes((crc & 0xFF, crc >> 8))
+            # header + id + length + 0x55 + error is fixed per (id, length, error): CRC it once
+            n = len(data) + 4
+            head = HEADER_V2 + bytes((sid, n & 0xFF, n >> 8, 0x55, e))
+            pre = self._prefix[key] = (head, crc_to_state(P_crc16(head)))
+        crc = crc16_continue(pre[1], data)
+        return pre[0] + data + bytes((crc & 0xFF, crc >> 8))
 
     def _collision(self, sid: int, handler, params: bytes) -> list:
         """Servos sharing an id all obey, and answer at once: the wire ANDs their bits."""
@@ -513,11 +515,20 @@ class BusEngine:
         self._fresh()
         out = []
         by_id = self._by_id
+        end = address + length
+        status = self._status
         for i in params[4:]:
             s = by_id.get(i)
-            if s is not None:
+            if s is None:
+                continue
+            mem = s.mem
+            if end > s.info.size or self._reply_faults:
                 err, data = s.read(address, length)
                 out += self._reply(s, err, data or b"", level=1)
+            elif mem[s.info.a_srl]:
+                # the every-tick path: inlined _reply (no faults configured)
+                out.append((status(s, 0, bytes(mem[address:end])), mem[s.info.a_rdt] * 2e-6, 0.0))
+                self.stats["replies"] += 1
         return out
 
     def _v2_bulk_read(self, sid, params):

@@ -10,7 +10,8 @@ state the contract does not carry: ``set_actuation(kp_scale, torque_limit_nm)``
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -132,21 +133,24 @@ class IndependentServosPlant:
         out_torque[:] = self.tau
 
     def _substep(self, goal: np.ndarray, on: np.ndarray) -> None:
+        # ~25 small ufuncs: at 12 servos a substep costs ~15 us, the bulk of the server's time
         q, v, h = self.q, self.v, self._h
-        tau_m = -self._kp_eff * (q - goal) - self._kd * v
-        np.clip(tau_m, -self._limit, self._limit, out=tau_m)
-        tau_m[~on] = 0.0
+        tau_m = self._kp_eff * (goal - q)
+        tau_m -= self._kd * v
+        np.minimum(tau_m, self._limit, out=tau_m)
+        np.maximum(tau_m, -self._limit, out=tau_m)
+        tau_m *= on
         self.tau = tau_m
         tau = tau_m - np.where(on, 0.0, self._damping_off) * v
         if self._has_gravity:
             tau -= self._mgl * np.sin(q - self._q_down)
         kc = self._kc
-        moving = v != 0.0
+        at_rest = v == 0.0
         # direction friction opposes: the motion, or (at rest) the torque that would start one
-        s = np.where(moving, np.sign(v), np.sign(tau))
+        s = np.where(at_rest, np.sign(tau), np.sign(v))
         acc = (tau - kc * s) * self._inv_inertia
-        acc[~moving & (np.abs(tau) <= kc)] = 0.0   # static friction holds
+        acc[at_rest & (np.abs(tau) <= kc)] = 0.0      # static friction holds
         v_new = v + acc * h
-        v_new[moving & (v_new * v < 0.0)] = 0.0    # friction stops, never reverses
+        v_new[v_new * v < 0.0] = 0.0                  # friction stops a motion, never reverses it
         self.v = v_new
         self.q = q + v_new * h

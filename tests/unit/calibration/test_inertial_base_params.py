@@ -7,6 +7,7 @@ import robots
 from calibration.errors import FitError
 from calibration.inertial import RegressorModel, planar_2r_urdf, regroup, regroup_model
 
+
 def two_r_urdf(tmp_path, gravity_in_plane=True):
     path = tmp_path / "two_r.urdf"
     path.write_text(planar_2r_urdf(gravity_in_plane))

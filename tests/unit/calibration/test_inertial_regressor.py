@@ -54,7 +54,7 @@ def test_regressor_equals_rnea_plus_friction(robot, backend, tmp_path):
     Q, V, A = random_states(rng, model.nv, 40)
     V[0, 0] = 0.0  # sign(0) = 0 must hold too
     tau = model.torques(theta, Q, V, A)
-    for q, v, a, t in zip(Q, V, A, tau):
+    for q, v, a, t in zip(Q, V, A, tau, strict=True):
         expected = pin.rnea(pm, pd, q, v, a) + friction[:, 0] * np.sign(v) + friction[:, 1] * v \
             + friction[:, 2] * a + friction[:, 3]
         assert np.max(np.abs(t - expected)) <= 1e-10 * max(1.0, np.max(np.abs(expected)))

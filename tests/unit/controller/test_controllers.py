@@ -178,3 +178,17 @@ def test_trajectory_goal_makes_a_new_segment():
     np.testing.assert_allclose(cmd.position, [0.2, 0, 0])
     c.update(3.0, state([0, 0, 0]), cmd)
     np.testing.assert_allclose(cmd.position, [0.4, 0, 0])
+
+
+def test_trajectory_new_keyframes_play_from_now_and_here():
+    c = make_controller("trajectory", ctx(), {"keyframes": [{"t": 1.0, "q": [0.5, 0, 0]}]})
+    c.start(state([0, 0, 0]))
+    cmd = Command.zeros(3)
+    c.update(2.0, state([0, 0, 0]), cmd)  # at the end: 0.5
+    c.apply_params(c.check_params({"keyframes": [{"t": 1.0, "q": [-0.5, 0, 0]}]}))
+    c.update(2.0, state([0, 0, 0]), cmd)
+    np.testing.assert_allclose(cmd.position, [0.5, 0, 0])  # no jump
+    c.update(2.5, state([0, 0, 0]), cmd)
+    np.testing.assert_allclose(cmd.position, [0.0, 0, 0], atol=1e-12)
+    c.update(3.0, state([0, 0, 0]), cmd)
+    np.testing.assert_allclose(cmd.position, [-0.5, 0, 0])

@@ -148,3 +148,34 @@ def test_kernels_release_the_gil():
         t.join()
     for r in results:
         np.testing.assert_array_equal(r, expected)
+
+
+def test_regressor_out_with_garbage_is_fully_overwritten():
+    # the kernel zeroes only the entries it does not write: start from NaN
+    model = load("solo12")
+    data = core_cy.Data(model)
+    rng = np.random.default_rng(43)
+    Q, V, A = (np.array(x) for x in zip(*[random_state(model, rng) for _ in range(3)], strict=True))
+    out = np.full((3, model.nv, 10 * model.nbodies + 4 * model.n_actuated), np.nan)
+    core_cy.regressor_batch(model, Q, V, A, out=out)
+    for k in range(3):
+        np.testing.assert_array_equal(out[k], core_cy.regressor(model, data, Q[k], V[k], A[k]))
+
+
+def test_model_refuses_bodies_not_in_depth_first_order():
+    from core_cy.urdf import parse_urdf
+    from tests.unit.core_cy.dynamics_cases import case_path
+
+    desc = parse_urdf(case_path("solo12")[0], floating_base=True)
+    # move the second leg's hip before the first leg's knee: parents stay earlier,
+    # but the first leg's subtree is no longer a contiguous range
+    order = [0, 1, 2, 4, 3, *range(5, len(desc.body_names))]
+    inv = {old: new for new, old in enumerate(order)}
+    desc.parent = np.array([inv[desc.parent[o]] if desc.parent[o] >= 0 else -1 for o in order],
+                           dtype=np.int32)
+    for field in ("jtype", "axis", "R_tree", "p_tree", "mass", "com", "I_com"):
+        setattr(desc, field, getattr(desc, field)[order])
+    desc.body_names = [desc.body_names[o] for o in order]
+    desc.joint_names = [desc.joint_names[o] for o in order]
+    with pytest.raises(errors.ModelError, match="depth-first"):
+        core_cy.Model(desc)

@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pinocchio as pin
 import pytest
-
 from core_cy._dynamics import Model
+
 from core_cy.contact import ContactLaw
 from core_cy.sim import BatchSimulator, SimConfig, SimulationError, Simulator
 from core_cy.sim_gait import stand_goals, trot_goals
@@ -41,10 +41,12 @@ def goals():
     return trot_goals(QUAD, 1e-3, 1.2)
 
 
-@pytest.mark.parametrize("mode,integrator", [("compliant", "euler"), ("compliant", "rk4"),
-                                             ("rigid", "euler")])
-def test_step_matches_pinocchio_reference(mode, integrator, goals):
-    cfg = SimConfig(mode=mode, integrator=integrator)
+@pytest.mark.parametrize("mode,integrator,cone", [
+    ("compliant", "euler", "elliptic"), ("compliant", "euler", "per_axis"),
+    ("compliant", "rk4", "elliptic"), ("rigid", "euler", "per_axis"), ("rigid", "euler", "elliptic")])
+def test_step_matches_pinocchio_reference(mode, integrator, cone, goals):
+    cfg = SimConfig(mode=mode, integrator=integrator, law=replace(ContactLaw(), cone=cone),
+                    rigid=replace(RigidSettings(), cone=cone))
     sim = Simulator.from_urdf(QUAD, cfg)
     ref = ReferenceSimulator(QUAD, sim.points, cfg.law, cfg.servo, cfg.ground, mode, integrator,
                              cfg.dt, cfg.rigid)
@@ -96,6 +98,7 @@ def test_quadruped_standing_carries_its_weight(mode):
     f = sim.contact_forces
     mg = sim.model.total_mass * G
     assert f[:, 2].sum() == pytest.approx(mg, rel=2e-3)
+    assert np.abs(f[:, :2].sum(axis=0)).max() < 1e-3 * mg  # no net push: at rest
     # static share: symmetric left/right, front/hind by the COM's lever arms
     from core_cy._dynamics import Data, center_of_mass, forward_kinematics
 
@@ -103,7 +106,7 @@ def test_quadruped_standing_carries_its_weight(mode):
     com = np.array(center_of_mass(sim.model, data, sim.q))
     forward_kinematics(sim.model, data, sim.q)
     R, p = data.rotation_body_to_world, data.position_body_in_world
-    feet = np.array([R[b] @ c + p[b] for b, c in zip(sim.points.body, sim.points.position)])
+    feet = np.array([R[b] @ c + p[b] for b, c in zip(sim.points.body, sim.points.position, strict=True)])
     x_front, x_hind = feet[[0, 1], 0].mean(), feet[[2, 3], 0].mean()
     front = mg * (com[0] - x_hind) / (x_front - x_hind) / 2
     np.testing.assert_allclose(f[:, 2], [front, front, mg / 2 - front, mg / 2 - front], rtol=0.03)
@@ -193,7 +196,11 @@ def test_batch_equals_independent_runs(goals):
         s.set_state(s.q.copy(), rng.normal(0, 0.1, 18))
         batch.q[e], batch.v[e] = s.q, s.v
         batch.goal[e] = goals[600 + 100 * e]
+    twin = BatchSimulator.from_urdf(QUAD, 3, cfg)
+    twin.q[:], twin.v[:], twin.goal[:] = batch.q, batch.v, batch.goal
     batch.step(n_steps=200)
+    twin.step(n_steps=200, threads=2)
+    np.testing.assert_array_equal(twin.q, batch.q)
     for e, s in enumerate(sims):
         s.step(goals[600 + 100 * e], n_steps=200)
         np.testing.assert_array_equal(batch.q[e], s.q)
@@ -228,3 +235,37 @@ def test_blown_up_state_raises():
     sim.set_state(q)
     with pytest.raises(SimulationError):
         sim.step(np.zeros(12))
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_joint_torques_are_the_servo_model_at_step_start(integrator, goals):
+    from core_cy.sim_reference import servo_torque
+
+    sim = Simulator.from_urdf(QUAD, SimConfig(integrator=integrator))
+    sim.reset(goals[0])
+    v = np.random.default_rng(9).normal(0, 0.5, 18)
+    sim.set_state(sim.q.copy(), v)
+    q0, v0 = sim.q.copy(), sim.v.copy()
+    sim.step(goals[800])
+    expect = servo_torque(sim.config.servo, q0[7:], v0[6:], goals[800], np.ones(12, bool))
+    np.testing.assert_allclose(sim.joint_torques, expect, atol=1e-12)
+
+
+def test_batch_sweeps_parameters_per_environment():
+    # one call, three servo gains and two contact laws: each row behaves as its own simulator
+    cfg = SimConfig()
+    batch = BatchSimulator.from_urdf(QUAD, 3, cfg)
+    stand = stand_goals(QUAD)
+    batch.reset(stand)
+    batch.servo_param("kp")[:] = np.array([10.0, 20.0, 40.0])[:, None]
+    soft = replace(ContactLaw(), stiffness=5e4)
+    batch.set_contact_law(2, soft)
+    batch.step(n_steps=1000)
+    sag = np.abs(batch.q[:, 7:] - stand).max(axis=1)
+    assert sag[0] > sag[1] > sag[2]
+    one = Simulator.from_urdf(QUAD, replace(cfg, law=soft, servo=replace(cfg.servo, kp=40.0)))
+    one.reset(stand)
+    one.step(stand, n_steps=1000)
+    np.testing.assert_allclose(batch.q[2], one.q, atol=1e-12)
+    with pytest.raises(IndexError):
+        batch.set_contact_law(3, soft)

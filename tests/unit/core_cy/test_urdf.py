@@ -76,8 +76,8 @@ def test_fixed_joint_merged_exactly(tmp_path):
         Ic = R @ R_in @ np.array([[0.02, 0.001, 0.002], [0.001, 0.03, 0.003],
                                   [0.002, 0.003, 0.04]]) @ R_in.T @ R.T
         c = R @ np.asarray(c) + p
-        I = Ic + m * (c @ c * np.eye(3) - np.outer(c, c))
-        return np.array([m, *(m * c), I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
+        Io = Ic + m * (c @ c * np.eye(3) - np.outer(c, c))
+        return np.array([m, *(m * c), Io[0, 0], Io[0, 1], Io[1, 1], Io[0, 2], Io[1, 2], Io[2, 2]])
 
     R_in = rpy_to_matrix([0.1, 0.2, 0.3])
     expected = (params(1.0, [0.01, 0.02, 0.03], R_in, np.eye(3), np.zeros(3))

@@ -37,6 +37,7 @@ class PtyServos:
         self.corrupt: set[int] = set()
         self.garbage = b""
         self.error: dict[int, int] = {}
+        self.mangle: dict = {}  # {id: function(reply bytes) -> bytes on the wire}
         self.received: list[bytes] = []
         self.registered: dict[int, tuple[int, bytes]] = {}
         self._buf = b""
@@ -93,6 +94,8 @@ class PtyServos:
         pkt = bytearray(P.build_status(self.protocol, sid, error, params))
         if sid in self.corrupt:
             pkt[-3] ^= 0x5A
+        if sid in self.mangle:
+            pkt = self.mangle[sid](bytes(pkt))
         os.write(self.master, self.garbage + bytes(pkt))
 
     def _addr(self, params: bytes, k: int) -> tuple[int, int]:

@@ -230,3 +230,24 @@ def test_latency_timer_sysfs(tmp_path):
     assert read_latency_timer("/dev/ttyUSB7", tmp_path) == 1
     assert read_latency_timer("/dev/pts/3", tmp_path) == "n/a"
     assert not write_latency_timer("/dev/ttyACM0", 1, tmp_path)[0]
+
+
+def test_protocol1_length_byte_error_that_passes_the_checksum_is_caught():
+    """Protocol 1.0's 8-bit sum lets a damaged LENGTH byte through when the shorter
+    packet's last data byte equals its checksum (the fuzzer found it); the reply
+    size check turns it into MalformedPacketError and NaN, never a value."""
+    servos = PtyServos({1: "MX-28", 2: "MX-28"}, protocol=1)
+    lo = 0x10
+    hi = (~(1 + 3 + 0 + lo)) & 0xFF           # checksum of FF FF 01 03 00 <lo>
+    servos.set_raw(1, "present_position", lo | (hi << 8))
+    servos.mangle[1] = lambda pkt: pkt[:3] + bytes((pkt[3] - 1,)) + pkt[4:]
+    bus = Bus(servos.port, 1_000_000, 1, [ServoSpec(1, "MX-28"), ServoSpec(2, "MX-28")],
+              on_after_write=servos.pump, timeout_margin_s=0.01)
+    with bus:
+        r = bus.sync_reader(["present_position"])
+        with pytest.raises(Exception) as ei:
+            r.read()
+        assert ei.value.failed_ids == (1,)
+        assert type(ei.value).__name__ == "MalformedPacketError"
+        assert np.isnan(r.values["present_position"][0]) and np.isfinite(r.values["present_position"][1])
+    servos.close()

@@ -7,9 +7,16 @@ from hypothesis import strategies as st
 
 from firmware_bridge import protocol as P
 from firmware_bridge.control_table import get_table
+from firmware_bridge.errors import ChecksumError
 from firmware_bridge.units import to_si_array
-from firmware_bridge.virtual_bus import (BusEngine, FaultSpecError, ServoSpecError, parse_faults,
-                                         parse_servo_spec, robot_servos)
+from firmware_bridge.virtual_bus import (
+    BusEngine,
+    FaultSpecError,
+    ServoSpecError,
+    parse_faults,
+    parse_servo_spec,
+    robot_servos,
+)
 from firmware_bridge.virtual_bus.crc import crc16
 
 XM = get_table("XM430-W350")
@@ -87,7 +94,7 @@ def test_id_collision_corrupts_replies():
     e.feed(P.build_instruction(2, 2, 0x03, u16(A["id"]) + b"\x01"))   # now two servos with id 1
     (_, rs), = e.feed(P.build_instruction(2, 1, 0x02, u16(A["led"]) + u16(1)))
     (pkt, _, _), = rs
-    with pytest.raises(Exception):
+    with pytest.raises(ChecksumError):
         P.parse_packet(pkt, 2, status=True)      # the wire ANDs the two replies: LED 0 & 1, bad CRC
 
 
@@ -217,3 +224,22 @@ def test_built_in_robots_load(name):
     servos, bus = robot_servos(name)
     assert [sid for sid, _ in servos] == list(range(1, len(servos) + 1))
     BusEngine(servos, protocol=bus.get("protocol"), baud=bus.get("baud"))
+
+
+def test_actuator_spec():
+    from firmware_bridge.virtual_bus.spec import parse_actuator_spec
+
+    assert parse_actuator_spec("1-2:kp=5:kd=0.1,2:inertia=0.01") == {
+        1: {"kp": 5.0, "kd": 0.1}, 2: {"kp": 5.0, "kd": 0.1, "inertia": 0.01}}
+    with pytest.raises(ServoSpecError, match="unknown field 'kq'"):
+        parse_actuator_spec("1:kq=3")
+    with pytest.raises(ServoSpecError, match="IDS:KEY=VALUE"):
+        parse_actuator_spec("1")
+
+
+def test_startup_torque_on_survives_reboot_and_blocks_eeprom_writes():
+    e = BusEngine("1:XM430-W350", noise_ticks=0)
+    assert one(e, 1, 0x03, u16(A["startup_configuration"]) + b"\x01").error == 0
+    assert one(e, 1, 0x08).error == 0
+    assert read_int(e, 1, "torque_enable") == 1
+    assert one(e, 1, 0x03, u16(A["operating_mode"]) + b"\x04").error == 0x07   # FIELD-NOTES a7

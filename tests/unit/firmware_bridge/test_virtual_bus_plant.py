@@ -5,9 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from firmware_bridge.virtual_bus import AX18A_REFERENCE, ActuatorParams, IndependentServosPlant, Plant
-from firmware_bridge.virtual_bus.actuator import default_actuator
 from firmware_bridge.control_table import get_table
+from firmware_bridge.virtual_bus import (
+    AX18A_REFERENCE,
+    ActuatorParams,
+    IndependentServosPlant,
+    Plant,
+)
+from firmware_bridge.virtual_bus.actuator import default_actuator
 
 
 def run(plant, goal, seconds, dt=0.001, on=True):

@@ -1,0 +1,70 @@
+"""``servoloop calibrate friction``: velocity sweeps -> Coulomb/viscous/Stribeck curve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["run_friction_command"]
+
+
+def run_friction_command(args) -> int:
+    from calibration.errors import ExperimentError, FitError
+
+    try:
+        return _run(args)
+    except (ValueError, OSError) as exc:
+        print(f"servoloop calibrate friction: {exc}", file=sys.stderr)
+        return 2
+    except FitError as exc:
+        print(f"servoloop calibrate friction: fit failed: {exc}", file=sys.stderr)
+        return 1
+    except ExperimentError as exc:
+        print(f"servoloop calibrate friction: {exc}", file=sys.stderr)
+        return 3
+    except Exception as exc:
+        if type(exc).__module__.startswith("firmware_bridge"):
+            print(f"servoloop calibrate friction: bus error: {exc}", file=sys.stderr)
+            return 3
+        raise
+
+
+def _run(args) -> int:
+    from calibration.friction import fit_friction_curve, sweep_velocity
+    from calibration.report import atomic_write_bytes, write_yaml
+
+    if args.log:
+        data = json.loads(Path(args.log).read_text())
+        for key in ("velocity", "torque"):
+            if key not in data:
+                raise ValueError(f"{args.log}: missing key {key!r}")
+        sweep = {k: data[k] for k in ("velocity", "torque")}
+    else:
+        if not args.port or args.id is None:
+            raise ValueError("--port and --id are required (or --log SWEEP.json)")
+        from firmware_bridge.bus import Bus, ServoSpec
+
+        velocities = [float(v) for v in args.velocities.split(",")]
+        model = args.model
+        if not model:
+            raise ValueError("--model is required for a hardware sweep")
+        with Bus(args.port, args.baud, args.protocol, [ServoSpec(id=args.id, model=model)]) as bus:
+            bus.connect()
+            raw = sweep_velocity(bus, args.id, velocities, args.settle, args.hold)
+        sweep = {k: v.tolist() for k, v in raw.items()}
+        if args.out:
+            # raw sweep first: nothing lost if the fit fails
+            out = Path(args.out)
+            atomic_write_bytes(out.with_name(out.stem + "_sweep.json"), json.dumps(sweep).encode())
+    curve = fit_friction_curve(sweep["velocity"], sweep["torque"])
+    result = {"params": curve.params(), "stderr": curve.stderr, "fit": {"rms_torque": curve.rms,
+                                                                         "points": len(sweep["velocity"])}}
+    if args.out:
+        write_yaml(args.out, dict(result, data=sweep))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in curve.params().items():
+            print(f"{k:18s} {v:.5g} +- {curve.stderr.get(k, float('nan')):.2g}")
+    return 0

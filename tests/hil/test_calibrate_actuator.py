@@ -1,0 +1,108 @@
+"""``calibrate actuator`` end to end against the virtual servo bus (real protocol bytes).
+
+Lockstep (in-process virtual bus, simulated time): seed 000's AX-18 values and
+random draws must come back within the issue's tolerances (kp, kd 3 %, kc
+15 %), and the servo must be left as found.  One run through the CLI on a
+virtual bus process checks the whole command (raw data written first, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration.bench_fit import identify_bench
+from calibration.experiment import LoadSpec, known_torque_limit, run_experiment
+
+pytestmark = pytest.mark.hil
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED000 = (9.272, 0.3069, 0.03, 4.0e-3)
+
+
+class LockstepClock:
+    """Simulated time of an in-process virtual bus, advanced 1 ms per sample."""
+
+    def __init__(self, vb, dt=0.001):
+        self.vb, self.dt = vb, dt
+
+    def now(self):
+        return self.vb.time_s
+
+    def tick(self):
+        self.vb.advance(self.dt)
+
+
+def _lockstep_run(kp, kd, kc, inertia, cycles=8, model="AX-18A", protocol=1):
+    from firmware_bridge.bus import Bus, ServoSpec
+    from firmware_bridge.virtual_bus import InProcessVirtualBus
+
+    vb = InProcessVirtualBus({1: model}, protocol=protocol,
+                             actuators={1: {"kp": kp, "kd": kd, "kc": kc, "inertia": inertia}})
+    try:
+        bus = Bus(vb.port, 1_000_000, protocol, [ServoSpec(id=1, model=model)], on_after_write=lambda: vb.pump())
+        with bus:
+            bus.connect()
+            before = {n: bus.read_raw(1, n) for n in ("torque_enable", "cw_compliance_margin",
+                                                      "cw_compliance_slope", "torque_limit")}
+            limit = known_torque_limit(bus, 1)
+            recs = run_experiment(bus, 1, LoadSpec(inertia=inertia), None, 0.67, None, cycles,
+                                  clock=LockstepClock(vb), progress=False)
+            after = {n: bus.read_raw(1, n) for n in before}
+    finally:
+        vb.close()
+    return recs, limit, before, after
+
+
+AX_TICK_RAD = 0.00511326929295
+
+
+def _draws(n, seed=5):
+    """Random servos: damping ratio 0.5-1.0; Coulomb band kc/kp of 0.5-2 encoder ticks (below
+    half a tick the friction leaves no trace in whole-tick readings: kc is then unobservable)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        kp, inertia = rng.uniform(3.0, 20.0), rng.uniform(1e-3, 8e-3)
+        kd = 2 * 0.8 * np.sqrt(kp * inertia) * rng.uniform(0.6, 1.3)
+        kc = kp * AX_TICK_RAD * rng.uniform(0.5, 2.0)
+        out.append((kp, kd, kc, inertia))
+    return out
+
+
+@pytest.mark.parametrize("truth", [SEED000] + _draws(3), ids=["seed000-AX18"] + [f"draw{i}" for i in range(3)])
+def test_lockstep_recovers_gains(truth):
+    kp, kd, kc, inertia = truth
+    recs, limit, before, after = _lockstep_run(kp, kd, kc, inertia)
+    assert after == before                       # servo left as found
+    assert recs[0].n > 10000                     # ~1 kHz over 10.7 s of square wave
+    res = identify_bench(recs, torque_limit=limit)
+    p = res["params"]
+    assert p["kp"] == pytest.approx(kp, rel=0.03)
+    assert p["kd"] == pytest.approx(kd, rel=0.03)
+    assert p["kc"] == pytest.approx(kc, rel=0.15)
+    assert set(res["paper"]) == {"kp", "kd", "kc"}
+
+
+def test_cli_against_virtual_bus_process(virtual_bus, tmp_path):
+    """The whole command on a pty served by ``servoloop virtual-bus`` in real time."""
+    port = virtual_bus(servos="1:AX-18A", protocol=1)
+    out = tmp_path / "params.yaml"
+    cmd = [sys.executable, "-m", "controller.cli", "calibrate", "actuator", "--port", port, "--protocol", "1",
+           "--id", "1", "--model", "AX-18A", "--inertia", "4e-3", "--cycles", "2", "--out", str(out),
+           "--report", str(tmp_path / "report.png"), "--json"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert set(res) >= {"params", "stderr", "fit", "paper"}
+    assert set(res["paper"]) == {"kp", "kd", "kc"}
+    raw = list((tmp_path / "params_raw").glob("*.npz"))
+    assert raw and out.exists() and (tmp_path / "report.png").exists()
+    # real time on a loaded machine: latency and jitter, so a looser check than lockstep
+    assert res["params"]["kp"] == pytest.approx(SEED000[0], rel=0.15)
+    assert res["params"]["kd"] == pytest.approx(SEED000[1], rel=0.15)
