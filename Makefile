@@ -26,8 +26,10 @@ setup: $(STAMP)
 run: setup
 	$(VENV)/bin/servoloop run --duration 5
 
+# One BLAS thread: the suite's least-squares solves are small, and threaded
+# BLAS on a 2-core machine made them 40x slower under load.
 test: setup
-	$(PY) -m pytest -q
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 bench: setup
 	$(VENV)/bin/servoloop bench all

@@ -20,12 +20,14 @@ m1 ... m6
     M4 Stribeck + load, M5 directional load, M6 + quadratic.
 v3, v6
     Ours: BAM's m3 / m6 driven by the *recorded* supply voltage (it sags by
-    up to 1.5 V at firmware gain 400), low-passed over 50 ms because the
-    register is read at 0.1 V resolution in the middle of PWM ripple; with
-    the firmware current limit (XL330 control-table default 1.75 A, the value
-    BAM's own XL330 actuator uses: a fit on low-gain logs never reaches it,
-    so it is taken from the servo rather than fitted) and a fitted command
-    delay (bus + firmware latency).
+    up to 1.5 V at firmware gain 400: with the PWM limit this is what caps
+    the torque), low-passed over 50 ms because the register is read at
+    0.1 V resolution in the middle of PWM ripple; no current limit (the
+    XL330's Current Limit applies in current-based modes only, not in the
+    position mode these logs use: ROBOTIS e-Manual, Current Limit(38)); a
+    fitted command delay (bus + firmware latency), a direction asymmetry of
+    the drive and a duty offset (dead-zone compensation that does not scale
+    with the gain).
 """
 
 from __future__ import annotations
@@ -201,7 +203,6 @@ _M5 = _M1 + _STRIBECK + ["load_friction_motor", "load_friction_external",
                           "load_friction_motor_stribeck", "load_friction_external_stribeck"]
 _M6 = _M5 + ["load_friction_motor_quad", "load_friction_external_quad"]
 _OURS = ["command_delay", "drive_asymmetry", "duty_offset"]
-_XL330_CURRENT_LIMIT_A = 1.75
 
 MODELS = {
     "seed000": ModelSpec("seed000", "pd", ("kp_scale", "kd", "kc"), doc="seed 000, one kp scale"),
@@ -215,10 +216,8 @@ MODELS = {
     "m4": ModelSpec("m4", "voltage", tuple(_M4)),
     "m5": ModelSpec("m5", "voltage", tuple(_M5)),
     "m6": ModelSpec("m6", "voltage", tuple(_M6)),
-    "v3": ModelSpec("v3", "voltage", tuple(_M3 + _OURS), {"max_current": _XL330_CURRENT_LIMIT_A},
-                    recorded_voltage=True, voltage_filter_s=0.05),
-    "v6": ModelSpec("v6", "voltage", tuple(_M6 + _OURS), {"max_current": _XL330_CURRENT_LIMIT_A},
-                    recorded_voltage=True, voltage_filter_s=0.05),
+    "v3": ModelSpec("v3", "voltage", tuple(_M3 + _OURS), recorded_voltage=True, voltage_filter_s=0.05),
+    "v6": ModelSpec("v6", "voltage", tuple(_M6 + _OURS), recorded_voltage=True, voltage_filter_s=0.05),
 }
 
 

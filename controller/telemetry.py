@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.telemetry_format import MAGIC, encode_json, encode_rows
+from controller.telemetry_format import MAGIC, encode_json, rows_chunk_parts
 
 __all__ = [
     "SCALAR_COLUMNS",
@@ -163,6 +163,15 @@ class TelemetryWriter:
             view = view[n:]
         self.bytes_written += len(data)
 
+    def _writev(self, parts: list) -> None:
+        total = sum(len(p) for p in parts)
+        n = os.writev(self._fd, parts)
+        if n < total:  # a short write (signal, full disk): finish the chunk, then go on
+            view = memoryview(b"".join(bytes(p) for p in parts)[n:])
+            while view:
+                view = view[os.write(self._fd, view):]
+        self.bytes_written += total
+
     def _run(self) -> None:
         while not self._stop.wait(self.flush_s):
             try:
@@ -189,5 +198,5 @@ class TelemetryWriter:
         while self.written < head:
             i0 = self.written % cap
             count = min(head - self.written, cap - i0)
-            self._write(encode_rows(self.written, ring.buf[i0:i0 + count]))
+            self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
             self.written += count

@@ -79,7 +79,7 @@ cdef struct DataC:
     double* Dinv            # (nv,)
     double* u               # (nv,)
     double* Bw              # (nbodies, 60) body regressor (6x10) in world frame
-    double* scratch         # (max(64, 6*nv),) free scratch for the kernels
+    double* scratch         # (max(64, 6*nv) + 2*nbodies,) scratch of the kernels
     # --- outputs owned by the workspace (returned when out= is not given) ---
     double* tau             # (nv,)
     double* ddq             # (nv,)

@@ -209,7 +209,8 @@ cdef class Data:
             "vw": (nb, 6), "v_local": (nb, 6), "aw": (nb, 6), "fw": (nb, 6),
             "Yc": (nb, 10), "Ia": (nb, 36), "pA": (nb, 6), "cw": (nb, 6),
             "U": (nv, 6), "Dinv": (nv,), "u": (nv,), "Bw": (nb, 60),
-            "scratch": (max(64, 6 * nv),), "tau": (nv,), "ddq": (nv,), "M": (nv, nv),
+            # general scratch, then the (sin, cos) table of the joint angles
+            "scratch": (max(64, 6 * nv) + 2 * nb,), "tau": (nv,), "ddq": (nv,), "M": (nv, nv),
             "J": (6, nv), "Jcom": (3, nv), "com": (3,), "Y": (nv, ncol),
         }
         arrays = {k: np.zeros(s) for k, s in shapes.items()}
@@ -694,18 +695,3 @@ def regressor_batch(Model model not None, Q, V, A, out=None, data=None):
             regressor_c(&model.c, &d.c, pq + k * nq, pv + k * nv, pa + k * nv, po + k * stride)
     return out
 
-
-def _kernel_timing(Model model not None, Data data not None, Q, int which, int reps=1):
-    """Development aid: run one kernel over the rows of Q (no checks)."""
-    cdef double* pq = _p(Q)
-    cdef Py_ssize_t k, r, n = Q.shape[0]
-    cdef int nq = model.c.nq
-    with nogil:
-        for r in range(reps):
-            for k in range(n):
-                if which == 0:
-                    _placements(&model.c, &data.c, pq + k * nq)
-                elif which == 1:
-                    rnea_c(&model.c, &data.c, pq + k * nq, NULL, NULL, NULL, 1, data.c.tau)
-                elif which == 2:
-                    crba_c(&model.c, &data.c, pq + k * nq, data.c.M)

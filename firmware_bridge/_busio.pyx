@@ -268,7 +268,8 @@ cdef class GroupIO:
         write + receive per entry (one entry for a sync read; one per servo
         for Protocol 1.0)
     data_len : expected parameter bytes per reply
-    fields : list of (offset, size, encoding 0/1/2, zero_raw, scale) per value row
+    fields : list of (offset, size, encoding 0/1/2, zero_raw, scale) per value row;
+        zero_raw and scale may be sequences of one value per slot (mixed models)
     """
 
     cdef public int fd
@@ -280,8 +281,8 @@ cdef class GroupIO:
     cdef int[::1] tx_first, tx_count
     cdef double[::1] tx_timeout
     cdef int[::1] f_off, f_size, f_enc
-    cdef int64_t[::1] f_zero
-    cdef double[::1] f_scale
+    cdef int64_t[:, ::1] f_zero      # (nfields, n): models may differ in scale and zero
+    cdef double[:, ::1] f_scale
     cdef public object out          # float64 (nfields, n)
     cdef double[:, ::1] out_v
     cdef public object on_after_write
@@ -322,8 +323,10 @@ cdef class GroupIO:
         self.f_off = np.array([f[0] for f in fields], dtype=np.intc)
         self.f_size = np.array([f[1] for f in fields], dtype=np.intc)
         self.f_enc = np.array([f[2] for f in fields], dtype=np.intc)
-        self.f_zero = np.array([f[3] for f in fields], dtype=np.int64)
-        self.f_scale = np.array([f[4] for f in fields], dtype=np.float64)
+        self.f_zero = np.array([np.broadcast_to(np.asarray(f[3], dtype=np.int64), (self.n,))
+                                for f in fields], dtype=np.int64).reshape(len(fields), self.n)
+        self.f_scale = np.array([np.broadcast_to(np.asarray(f[4], dtype=np.float64), (self.n,))
+                                 for f in fields], dtype=np.float64).reshape(len(fields), self.n)
         self.out = np.full((self.nfields, self.n), np.nan)
         self.out_v = self.out
         self.on_after_write = on_after_write
@@ -460,7 +463,7 @@ cdef class GroupIO:
                 for f in range(self.nfields):
                     v = _decode(_get_le(p + self.f_off[f], self.f_size[f]), self.f_size[f],
                                 self.f_enc[f])
-                    self.out_v[f, i] = (v - self.f_zero[f]) * self.f_scale[f]
+                    self.out_v[f, i] = (v - self.f_zero[f, i]) * self.f_scale[f, i]
             if bad == 0 and st.rx_len == 0 and st.garbage_bytes == 0:
                 self.dirty[0] = 0
         return bad
@@ -471,22 +474,24 @@ cdef class GroupWriteIO:
 
     cdef public int fd
     cdef int protocol, n, size, enc, hdr
-    cdef int64_t zero, lo, hi
-    cdef double scale, timeout
+    cdef int64_t lo, hi
+    cdef double timeout
+    cdef int64_t[::1] zero           # per slot (mixed models may differ)
+    cdef double[::1] scale
     cdef uint8_t[::1] body, tx
     cdef public object on_after_write
     cdef public object last_raw
     cdef int64_t[::1] last_raw_v
 
     def __init__(self, int fd, int protocol, ids, int address, int size, int encoding,
-                 int64_t zero_raw, double scale, double timeout_s, on_after_write=None):
+                 zero_raw, scale, double timeout_s, on_after_write=None):
         self.fd = fd
         self.protocol = protocol
         self.n = len(ids)
         self.size = size
         self.enc = encoding
-        self.zero = zero_raw
-        self.scale = scale
+        self.zero = np.array(np.broadcast_to(np.asarray(zero_raw, dtype=np.int64), (self.n,)))
+        self.scale = np.array(np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.n,)))
         self.timeout = timeout_s
         if encoding == 1:
             self.lo = -(1 << (8 * size - 1))
@@ -527,7 +532,7 @@ cdef class GroupWriteIO:
                 if not isfinite(x):
                     bad = i
                     break
-                raw = llround(x / self.scale) + self.zero
+                raw = llround(x / self.scale[i]) + self.zero[i]
                 if raw < self.lo or raw > self.hi:
                     bad = i
                     break

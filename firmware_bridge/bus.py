@@ -428,7 +428,7 @@ class Bus:
                 p = self._check_reply(sid, replies[sid], t, regs[sid].size, f"bulk read {name}")
                 out[sid] = to_si(regs[sid], decode_raw(regs[sid], int.from_bytes(p, "little")))
             except BridgeError as exc:
-                errors[sid] = exc
+                errors[sid] = exc.with_traceback(None)
                 out[sid] = float("nan")
         if errors:
             _raise_group(errors, out)
@@ -534,7 +534,9 @@ class SyncReader:
     register, or with ``fast=True`` one FAST SYNC READ (0x8A: a single reply
     packet that every servo extends; X firmware v45+, XL330 v46+, not MX) --
     one missing servo then fails them all.  Protocol 1.0: one READ per servo
-    behind the same API (AX has no sync read).
+    behind the same API (AX has no sync read).  Mixed models share one packet
+    when the registers sit at the same addresses; each servo's values are
+    converted with its own model's scale (XM430 vs XL330 current, say).
     """
 
     def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
@@ -547,19 +549,21 @@ class SyncReader:
         self.names = list(names)
         self.ids = list(ids)
         regs0 = [bus.register(ids[0], n) for n in names]
-        for sid in ids[1:]:
-            for n, r0 in zip(names, regs0, strict=True):
-                r = bus.register(sid, n)
-                if (r.address, r.size, r.encoding, r.scale, r.zero_raw) != (
-                        r0.address, r0.size, r0.encoding, r0.scale, r0.zero_raw):
-                    raise ValueError(f"register {n} differs between servo {ids[0]} "
-                                     f"({bus.table(ids[0]).name}) and servo {sid} "
+        per_slot = [[bus.register(sid, n) for sid in ids] for n in names]
+        for n, r0, regs in zip(names, regs0, per_slot, strict=True):
+            for sid, r in zip(ids, regs, strict=True):
+                # one packet for every servo: the bytes must sit at the same place;
+                # scale and zero may differ (mixed models, e.g. XM430 and XL330 current)
+                if (r.address, r.size, r.encoding) != (r0.address, r0.size, r0.encoding):
+                    raise ValueError(f"register {n} is at a different address/size/encoding on "
+                                     f"servo {ids[0]} ({bus.table(ids[0]).name}) and servo {sid} "
                                      f"({bus.table(sid).name}); use one reader per model")
         start = min(r.address for r in regs0)
         end = max(r.address + r.size for r in regs0)
         self.address, self.length = start, end - start
         self.registers = dict(zip(names, regs0, strict=True))
-        fields = [(r.address - start, r.size, _ENC[r.encoding], r.zero_raw, r.scale) for r in regs0]
+        fields = [(r0.address - start, r0.size, _ENC[r0.encoding], [r.zero_raw for r in regs],
+                   [r.scale for r in regs]) for r0, regs in zip(regs0, per_slot, strict=True)]
         reply = (11 if bus.protocol == 2 else 6) + self.length
         if bus.protocol == 2:
             build = _codec.fast_sync_read if fast else _codec.sync_read
@@ -603,29 +607,35 @@ class SyncReader:
             try:
                 bus._check_reply(sid, reply, self.timeout_s, self.length, "sync read")
             except BridgeError as exc:
-                failures[sid] = exc
+                # no traceback: a kept error must not keep this tick's frames alive
+                failures[sid] = exc.with_traceback(None)
         self.alert_ids = tuple(s for s, e in failures.items() if isinstance(e, HardwareErrorStatus))
         if failures:
             _raise_group(failures)
 
 
 class SyncWriter:
-    """One preallocated SYNC WRITE of one register; ``write(values)`` takes SI (n,)."""
+    """One preallocated SYNC WRITE of one register; ``write(values)`` takes SI, float64 (n,).
+
+    Servos of different models share the packet when the register sits at
+    the same address; each value is converted with its own model's scale.
+    """
 
     def __init__(self, bus: Bus, name: str, ids: list[int]):
         bus._require_open()
         reg = bus.register(ids[0], name)
-        for sid in ids[1:]:
-            r = bus.register(sid, name)
-            if (r.address, r.size, r.encoding, r.scale, r.zero_raw) != (
-                    reg.address, reg.size, reg.encoding, reg.scale, reg.zero_raw):
-                raise ValueError(f"register {name} differs between servo {ids[0]} and {sid}")
+        regs = [bus.register(sid, name) for sid in ids]
+        for sid, r in zip(ids, regs, strict=True):
+            if (r.address, r.size, r.encoding) != (reg.address, reg.size, reg.encoding):
+                raise ValueError(f"register {name} is at a different address/size/encoding on "
+                                 f"servo {ids[0]} and servo {sid}; use one writer per model")
         if not reg.writable:
             raise ValueError(f"register {name} is read-only")
         self.bus, self.name, self.ids, self.register = bus, name, list(ids), reg
         n_bytes = (8 if bus.protocol == 1 else 14) + len(ids) * (1 + reg.size)
         self._io = _busio.GroupWriteIO(bus.fd, bus.protocol, ids, reg.address, reg.size,
-                                       _ENC[reg.encoding], reg.zero_raw, reg.scale,
+                                       _ENC[reg.encoding], [r.zero_raw for r in regs],
+                                       [r.scale for r in regs],
                                        bus._timeout(n_bytes, 0, 0), bus.on_after_write)
 
     @property

@@ -1,12 +1,13 @@
 """Physically consistent identification of inertial, friction and armature parameters.
 
 The method of Zhang, Haugk & Vasudevan, "System Identification For
-Constrained Robots" (arXiv 2408.08830, 2024), for open-chain robots: the
+Constrained Robots" (arXiv 2408.08830, 2024): the
 regressor ``W(q, v, a) theta = tau`` with 10 inertial parameters per body
 (Pinocchio's order) and ``[Fc, Fv, Ia, beta]`` per joint, regrouping to base
 parameters by pivoted QR, least squares under the pseudo-inertia LMI (a
 convex SDP, Clarabel through cvxpy), IRLS with the corrected covariance
-update, and a physical-consistency checker.  See
+update, a physical-consistency checker, and closed chains through the
+G(q) projection (:mod:`calibration.inertial.closed_chain`).  See
 ``shared/papers/seed-001-digest.md``.
 
 Typical use::
@@ -18,6 +19,7 @@ Typical use::
 
 from calibration.inertial import command
 from calibration.inertial.base_params import BaseParameters, regroup, regroup_model
+from calibration.inertial.closed_chain import ClosedChain, LoopClosure
 from calibration.inertial.consistency import (
     BodyConsistency,
     ConsistencyReport,
@@ -70,6 +72,7 @@ from calibration.inertial.synthetic import SimulatedData, planar_2r_urdf, simula
 __all__ = [
     "command",
     "BaseParameters", "regroup", "regroup_model",
+    "ClosedChain", "LoopClosure",
     "BodyConsistency", "ConsistencyReport", "check_consistency", "check_urdf", "pseudo_inertia",
     "FourierTrajectory", "random_fourier",
     "METHODS", "InertialResult", "identify", "identify_from_log", "identify_stacked", "load_joint_log", "write_report",

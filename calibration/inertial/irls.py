@@ -15,8 +15,8 @@ consistent update is the covariance of the un-whitened residuals,
 ``Omega^{1/2} E E^T Omega^{1/2} / (N - p)``; ``consistent=False`` reproduces
 the code's form.  Two more choices of ours, both so that Omega estimates the
 true noise covariance: the degrees of freedom are counted per joint pair
-over the rows still weighted (``n - p / ncv``), and after rows were cut at
-``k`` the estimate is divided by the variance of a unit normal truncated at
+over the samples still weighted (``n - p / ncv``), and after samples were
+cut at ``k`` the estimate is divided by the variance of a unit normal truncated at
 ``+-k`` (otherwise it shrinks by 3 % at k = 3, and the cut with it, at
 every outer iteration).
 """
@@ -48,7 +48,7 @@ class IrlsResult:
     ----------
     x : ndarray, the last fit's solution
     omega : ndarray (ncv, ncv), estimated noise covariance of one sample [unit of U ^2]
-    weights : ndarray (N * ncv,), 0/1 row weights
+    weights : ndarray (N * ncv,), 0/1 row weights (equal within a sample)
     weight_iterations : int, outer loops run
     covariance_iterations : list of int, inner loops run in each outer loop
     omega_history : list of ndarray, every Omega of every inner loop, in order

@@ -176,7 +176,7 @@ def _polish(theta, layout: ParameterLayout, eps: float) -> np.ndarray:
         sl = layout.body_slice(b)
         lo = np.linalg.eigvalsh(pseudo_inertia(theta[sl]))[0]
         if lo < eps:
-            d = eps - lo
+            d = max(1.001 * eps, 1e-12) - lo  # a hair over, so roundoff stays above eps
             theta[sl.start] += d
             theta[[sl.start + 4, sl.start + 6, sl.start + 9]] += 2.0 * d
     nn = layout.nonnegative_indices()

@@ -44,6 +44,9 @@ def register(sub) -> None:
     p.add_argument("--faults", metavar="SPEC", help="faults to inject (see below)")
     p.add_argument("--wire-timing", action="store_true",
                    help="delay replies by their wire time at the baud rate plus Return Delay Time")
+    p.add_argument("--realtime", action="store_true",
+                   help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
+                        "behind other processes; a warning and normal scheduling otherwise")
     p.add_argument("--return-delay", type=int, metavar="RAW",
                    help="Return Delay Time register (2 us units) of every servo; default: factory (250)")
     p.add_argument("--actuator", metavar="SPEC",
@@ -53,6 +56,8 @@ def register(sub) -> None:
                    help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
                         "(default: one independent load per servo)")
     p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
+    p.add_argument("--noise-ticks", type=float, default=0.25, metavar="STD",
+                   help="position measurement noise, standard deviation in encoder ticks (default 0.25)")
     p.add_argument("--duration", type=float, metavar="S", help="stop by itself after S seconds")
     p.add_argument("--json", action="store_true", help="print a JSON summary on exit (after the path line)")
     p.set_defaults(func=run)
@@ -61,6 +66,16 @@ def register(sub) -> None:
 def _error(msg: str) -> int:
     print(f"servoloop virtual-bus: error: {msg}", file=sys.stderr)
     return 2
+
+
+def _go_realtime(priority: int = 10) -> None:
+    import os
+
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as e:
+        print(f"servoloop virtual-bus: warning: SCHED_FIFO not permitted ({e}); "
+              "running with normal scheduling", file=sys.stderr)
 
 
 def run(args) -> int:
@@ -88,9 +103,12 @@ def run(args) -> int:
         actuators = parse_actuator_spec(args.actuator) if args.actuator else None
         plant = load_plant(args.plant, servos, args.robot) if args.plant else None
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
-                           seed=args.seed, eeprom=eeprom, actuators=actuators)
+                           seed=args.seed, eeprom=eeprom, actuators=actuators,
+                           noise_ticks=args.noise_ticks)
     except (ServoSpecError, FaultSpecError, ValueError, KeyError) as e:
         return _error(e.args[0] if e.args else str(e))
+    if args.realtime:
+        _go_realtime()
     server = PtyServer(engine, wire_timing=args.wire_timing)
     # handlers first: a host may send SIGTERM the moment it has read the path
     old = {s: signal.signal(s, server.stop) for s in (signal.SIGTERM, signal.SIGINT)}

@@ -20,6 +20,8 @@ is logged.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from firmware_bridge.control_table import baud_to_raw, get_table, raw_to_baud
@@ -94,6 +96,8 @@ class BusEngine:
         self.goal_rad = np.zeros(n)
         self.torque_on = np.zeros(n, dtype=bool)
         self.kp_scale = np.ones(n)
+        self.mode = np.zeros(n, dtype=np.int8)        # plant mode: 0 position, 1 velocity, 2 torque
+        self.command = np.zeros(n)                     # rad/s (mode 1) or N*m (mode 2)
         self.torque_limit = np.array([t.stall_torque_nm or 1.0 for t in tables])
         self.position = np.zeros(n)
         self.velocity = np.zeros(n)
@@ -111,6 +115,10 @@ class BusEngine:
             raise ValueError(f"plant has {plant.n} joints, the bus {n} servos")
         self.plant = plant
         self._set_actuation = getattr(plant, "set_actuation", None)
+        try:
+            self._modes_ok = "mode" in inspect.signature(self._set_actuation).parameters
+        except (TypeError, ValueError):
+            self._modes_ok = False
         self._actuation_dirty = True
         plant.step(0.0, self.goal_rad, self.torque_on, self.position, self.velocity, self.torque)
         # servos, grouped by model into shared memory banks
@@ -185,7 +193,10 @@ class BusEngine:
         if dt < 0:
             raise ValueError(f"advance: dt must be >= 0 s, got {dt!r}")
         if self._actuation_dirty and self._set_actuation is not None:
-            self._set_actuation(self.kp_scale, self.torque_limit)
+            if self._modes_ok:
+                self._set_actuation(self.kp_scale, self.torque_limit, self.mode, self.command)
+            else:
+                self._set_actuation(self.kp_scale, self.torque_limit)
         self._actuation_dirty = False
         self.plant.step(dt, self.goal_rad, self.torque_on, self.position, self.velocity, self.torque)
         self.time_s += dt

@@ -27,7 +27,11 @@ class Plant(Protocol):
     Attributes
     ----------
     n : int
-        Number of servos (joints), in the bus's servo order.
+        Number of servos (joints).  Joint i is the i-th servo of the list the
+        bus was built from (for ``--robot``, the order of ``servos:`` in the
+        robot YAML), in the servo's own frame: 0 rad at the raw centre, the
+        servo's positive direction.  A robot plant maps its joints through
+        the config's ``direction`` and ``offset`` itself.
     """
 
     n: int
@@ -56,7 +60,10 @@ class IndependentServosPlant:
 
     Each joint: ``I qdd = sat(-kp s (q - q_goal) - kd qd) - kc sgn(qd) - mgl sin(q - q_down)``
     with the active part saturated at the torque limit (stall torque by
-    default) and ``s`` the gain scale the servo's gain registers set.  Fixed
+    default) and ``s`` the gain scale the servo's gain registers set.  Servos
+    switched (by :meth:`set_actuation`) to a velocity command get
+    ``sat(kv (qd_goal - qd))`` with ``kv = 10 kd``, to a torque command
+    (current / PWM mode) ``sat(tau_goal)``, as their active part.  Fixed
     substeps (default 0.5 ms) of semi-implicit Euler; the Coulomb term sticks
     (Karnopp): a joint at rest stays at rest while the other torques are
     below ``kc``, and friction never reverses a motion within a substep.
@@ -93,6 +100,12 @@ class IndependentServosPlant:
         self._has_gravity = bool(np.any(self._mgl != 0.0))
         self._kp_eff = self._kp.copy()
         self._limit = self._stall.copy()
+        # servos not in position control: 1 = velocity, 2 = torque (current / PWM) command
+        self._mode = np.zeros(self.n, dtype=np.int8)
+        self._special = False
+        self._command = np.zeros(self.n)
+        # velocity loop gain: a velocity servo ~10x stiffer than the position loop's damping
+        self._kv = 10.0 * self._kd
         self._h_ns = int(round(substep_s * 1e9))
         self._h = self._h_ns * 1e-9
         self._acc_ns = 0
@@ -108,10 +121,28 @@ class IndependentServosPlant:
         """Integration step, s."""
         return self._h
 
-    def set_actuation(self, kp_scale: np.ndarray, torque_limit_nm: np.ndarray) -> None:
-        """Gain scale (1 = factory gains) and active-torque limit (N*m) per servo, (n,)."""
+    def set_actuation(self, kp_scale: np.ndarray, torque_limit_nm: np.ndarray,
+                      mode: np.ndarray | None = None, command: np.ndarray | None = None) -> None:
+        """Per-servo register state the Plant contract does not carry, all (n,).
+
+        Parameters
+        ----------
+        kp_scale : float64
+            Position gain relative to the factory gains (1 = factory).
+        torque_limit_nm : float64
+            Limit of the active torque, N*m (capped at the stall torque).
+        mode : int8, optional
+            0 position control (default), 1 velocity command, 2 torque command.
+        command : float64, optional
+            Goal velocity (rad/s) for mode 1, goal torque (N*m) for mode 2.
+        """
         np.multiply(self._kp, kp_scale, out=self._kp_eff)
         np.minimum(self._stall, torque_limit_nm, out=self._limit)
+        if mode is not None:
+            self._mode[:] = mode
+            self._special = bool(self._mode.any())
+        if command is not None:
+            self._command[:] = command
 
     def set_state(self, position, velocity=None) -> None:
         """Place the joints, rad (and rad/s; default at rest)."""
@@ -137,6 +168,10 @@ class IndependentServosPlant:
         q, v, h = self.q, self.v, self._h
         tau_m = self._kp_eff * (goal - q)
         tau_m -= self._kd * v
+        if self._special:
+            mode = self._mode
+            tau_m = np.where(mode == 1, self._kv * (self._command - v), tau_m)
+            tau_m = np.where(mode == 2, self._command, tau_m)
         np.minimum(tau_m, self._limit, out=tau_m)
         np.maximum(tau_m, -self._limit, out=tau_m)
         tau_m *= on

@@ -54,12 +54,15 @@ _FIRMWARE = {"X": 48, "MX2": 46, "MX1": 41, "AX": 44}
 _ACTUATION = ("torque_enable", "goal_position", "operating_mode", "homing_offset", "drive_mode",
               "position_p_gain", "cw_compliance_slope", "ccw_compliance_slope", "torque_limit",
               "goal_current", "current_limit", "pwm_limit", "cw_angle_limit", "ccw_angle_limit",
+              "goal_velocity", "goal_pwm", "velocity_limit", "moving_speed",
               "max_position_limit", "min_position_limit")
 
 # goal register -> limit register (|goal| <= limit), Protocol 2.0 Data Limit Error.
 _LIMITS = {"goal_current": "current_limit", "goal_velocity": "velocity_limit", "goal_pwm": "pwm_limit"}
 
 POSITION_MODES = (3, 4, 5)
+# Operating Mode -> plant mode (0 position, 1 velocity, 2 torque); AX wheel mode is 1
+_PLANT_MODE = {0: 2, 1: 1, 3: 0, 4: 0, 5: 0, 16: 2}
 
 
 def series_of(table) -> str:
@@ -214,6 +217,8 @@ class VirtualServo:
         self.position_limits: tuple[int, int] | None = None
         self.angle_limits: tuple[int, int] | None = None
         self.mode = 3
+        self._cmd_reg = None          # the goal register that is the live command (non-position modes)
+        self._cmd_scale = 0.0
         self.boot()
 
     # ------------------------------------------------------------------ identity
@@ -323,6 +328,9 @@ class VirtualServo:
         goal = info.goal
         if address == goal.address and n == goal.size:
             return self._write_goal(data)
+        cmd = self._cmd_reg
+        if cmd is not None and address == cmd.address and n == cmd.size:
+            return self._write_command(data)
         end = address + n
         if n == 0 or end > info.size:
             return ERR.ACCESS if n else ERR.LENGTH
@@ -402,6 +410,21 @@ class VirtualServo:
         self.bus.goal_rad[self.index] = self.sign * ((raw - goal.zero_raw - self.homing) * goal.scale)
         return ERR.OK
 
+    def _write_command(self, data) -> int:
+        """The hot path in current / velocity / PWM mode: the live goal register."""
+        r = self._cmd_reg
+        raw = _decode_bytes(r, data)
+        if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
+            return ERR.RANGE
+        lim = self.info.limits.get(r.name)
+        if lim is not None and abs(raw) > _decode(lim, self.mem):
+            return ERR.LIMIT
+        a = r.address
+        self.mem[a:a + r.size] = data
+        self.bus.command[self.index] = raw * self._cmd_scale
+        self.bus._actuation_changed()
+        return ERR.OK
+
     # ------------------------------------------------------------------ actuation
     def _refresh_static(self) -> None:
         """Mode, direction, homing offset and goal limits from the registers."""
@@ -422,6 +445,26 @@ class VirtualServo:
             else:
                 self.mode = 1
 
+    def _command(self, plant_mode: int | None) -> float:
+        """Goal velocity (rad/s) or goal torque (N*m) in the motor frame, from the goal registers.
+
+        Also records which register is the live command (for the write fast path).
+        """
+        reg, mem, info = self.info.reg, self.mem, self.info
+        r, k = None, 0.0
+        if plant_mode == 1:
+            r = reg.get("goal_velocity") or reg.get("moving_speed")
+            k = 1.0
+        elif plant_mode == 2 and self.mode == 0 and "goal_current" in reg:
+            r, k = reg["goal_current"], info.kt
+        elif plant_mode == 2 and "goal_pwm" in reg:
+            r, k = reg["goal_pwm"], info.stall
+        self._cmd_reg = r
+        if r is None:
+            return 0.0
+        self._cmd_scale = self.sign * r.scale * k
+        return _decode(r, mem) * self._cmd_scale
+
     def refresh_actuation(self) -> None:
         """Push goal, torque, gain scale and torque limit of this servo to the bus arrays."""
         self._refresh_static()
@@ -429,7 +472,10 @@ class VirtualServo:
         bus, i = self.bus, self.index
         goal = info.goal
         bus.goal_rad[i] = self.sign * ((_decode(goal, mem) - goal.zero_raw - self.homing) * goal.scale)
-        bus.torque_on[i] = bool(mem[info.a_torque]) and self.mode in POSITION_MODES
+        plant_mode = _PLANT_MODE.get(self.mode)
+        bus.torque_on[i] = bool(mem[info.a_torque]) and plant_mode is not None
+        bus.mode[i] = plant_mode or 0
+        bus.command[i] = self._command(plant_mode)
         scale = 1.0
         if info.p_default:
             scale = _decode(reg["position_p_gain"], mem) / info.p_default
@@ -443,6 +489,9 @@ class VirtualServo:
         elif "pwm_limit" in reg:
             r = reg["pwm_limit"]
             limit *= min(1.0, _decode(r, mem) * r.scale)
+        if self.mode in (0, 5) and "current_limit" in reg:
+            r = reg["current_limit"]
+            limit = min(limit, _decode(r, mem) * r.scale * info.kt)
         if self.mode == 5 and "goal_current" in reg:
             r = reg["goal_current"]
             limit = min(limit, abs(_decode(r, mem)) * r.scale * info.kt)

@@ -482,3 +482,20 @@ def test_readonly_never_writes(tmp_path):
     assert not any(rig.servo(sv.id).torque_enabled for sv in cfg.servos)
     tel = read_telemetry(tmp_path / "r.sltl")
     assert np.isfinite(tel.column("q.lf_knee")).all()
+
+
+def test_socket_held_by_another_daemon_is_a_clean_fault(tmp_path):
+    from controller.command_socket import CommandServer
+
+    other = CommandServer(tmp_path / "d.sock", handler=None)
+    other.start()
+    cfg = short_config()
+    lock = make_lockstep(cfg)
+    try:
+        d = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=tmp_path / "d.sock")
+        s = d.run(0.1)
+    finally:
+        lock.close()
+        other.close()
+    assert s["state"] == "fault" and s["faults"][0].startswith("command socket: another daemon")
+    assert s["ticks"] == 0

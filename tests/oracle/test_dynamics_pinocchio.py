@@ -156,7 +156,7 @@ CHILD_ORDER_URDF = """<robot name="order">
   <joint name="beta" type="prismatic"><parent link="l_f"/><child link="l_b"/>
     <origin xyz="0 0.1 0"/><axis xyz="1 0 0"/>{lim}</joint>
   <joint name="gamma" type="revolute"><parent link="l_z"/><child link="l_g"/>
-    <origin xyz="0 0 0.2"/><axis xyz="1 0 0"/>{lim}</joint>
+    <origin xyz="0 0 0.2"/><axis xyz="-1 0 0"/>{lim}</joint>
 </robot>"""
 
 
@@ -170,6 +170,8 @@ def _link(name, m):
 def test_child_order_fixed_merge_and_continuous_match_pinocchio(tmp_path, floating):
     # Children declared in the file as zeta, alpha, fixed -> Pinocchio (urdfdom's
     # std::map) walks them by joint name: alpha, beta (through the fixed link), zeta.
+    # Also covers a continuous joint (nq 1 here, 2 in Pinocchio), an unaligned
+    # axis, a negative axis, a prismatic joint and a rotated joint origin.
     links = "".join(_link(n, m) for n, m in
                     [("l_z", 1.5), ("l_a", 0.7), ("l_f", 0.4), ("l_b", 0.9), ("l_g", 0.3)])
     path = tmp_path / "order.urdf"
@@ -188,3 +190,10 @@ def test_child_order_fixed_merge_and_continuous_match_pinocchio(tmp_path, floati
         assert_close(core_cy.rnea(model, data, q, v, a), pin.rnea(pm, pd, qp, v, a), what="rnea")
         assert_close(core_cy.aba(model, data, q, v, a), pin.aba(pm, pd, qp, v, a), what="aba")
         assert_close(core_cy.crba(model, data, q), pin.crba(pm, pd, qp), what="crba")
+        assert_close(core_cy.regressor(model, data, q, v, a)[:, :10 * model.nbodies],
+                     pin.computeJointTorqueRegressor(pm, pd, qp, v, a), what="regressor")
+        pin.computeJointJacobians(pm, pd, qp)
+        for link in ("l_g", "l_b", "l_a"):
+            assert_close(core_cy.frame_jacobian(model, data, q, link, "local"),
+                         pin.getFrameJacobian(pm, pd, pm.getFrameId(link), pin.LOCAL),
+                         what=f"J {link}")

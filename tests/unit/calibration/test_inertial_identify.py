@@ -121,6 +121,12 @@ def test_noisy_recovery_and_held_out_torque(arm, noisy, method):
     assert good.sum() >= 10
     rel = np.abs(res.pi - pi_true)[good] / np.abs(pi_true[good])
     assert rel.max() <= 0.05
+    # Coulomb and viscous friction of every joint (beta is 20 % off on the
+    # shoulder, where a constant torque looks like gravity over a short swing)
+    for j in range(model.nv):
+        for name, tol in (("Fc", 0.05), ("Fv", 0.10)):
+            k = model.layout.friction_index(j, name)
+            assert abs(res.theta[k] - theta[k]) <= tol * abs(theta[k]), (j, name)
     held = simulate(model, theta, np.random.default_rng(22), duration_s=10.0, rate_hz=100.0,
                     max_velocity=VMAX)
     noise = np.random.default_rng(23).normal(size=held.tau.shape) * d.sigma

@@ -251,3 +251,24 @@ def test_protocol1_length_byte_error_that_passes_the_checksum_is_caught():
         assert type(ei.value).__name__ == "MalformedPacketError"
         assert np.isnan(r.values["present_position"][0]) and np.isfinite(r.values["present_position"][1])
     servos.close()
+
+
+def test_one_sync_read_for_mixed_models_converts_each_with_its_scale():
+    servos = PtyServos({1: "XM430-W350", 2: "XL330-M288"})
+    for i in (1, 2):
+        servos.set_raw(i, "present_current", 100)
+        servos.set_raw(i, "present_position", 2048 + 1024)
+    bus = Bus(servos.port, 1_000_000, 2, [ServoSpec(1, "XM430-W350"), ServoSpec(2, "XL330-M288")],
+              on_after_write=servos.pump, timeout_margin_s=0.02)
+    with bus:
+        r = bus.sync_reader(NAMES)
+        n_before = len(servos.received)
+        r.read()
+        assert len(servos.received) == n_before + 1            # one SYNC READ for both
+        np.testing.assert_allclose(r.values["present_current"], [100 * 0.00269, 100 * 0.001])
+        np.testing.assert_allclose(r.values["present_position"], [math.pi / 2, math.pi / 2])
+        bus.sync_writer("goal_current").write(np.array([0.269, 0.1]))
+        assert [int.from_bytes(servos.mem[i][102:104], "little") for i in (1, 2)] == [100, 100]
+        with pytest.raises(KeyError, match="XM430-W350 has no register 'present_load'"):
+            bus.sync_reader(["present_load"])
+    servos.close()

@@ -243,3 +243,19 @@ def test_startup_torque_on_survives_reboot_and_blocks_eeprom_writes():
     assert one(e, 1, 0x08).error == 0
     assert read_int(e, 1, "torque_enable") == 1
     assert one(e, 1, 0x03, u16(A["operating_mode"]) + b"\x04").error == 0x07   # FIELD-NOTES a7
+
+
+def test_current_mode_drives_torque_and_velocity_mode_tracks_speed():
+    e = BusEngine("1-2:XM430-W350", noise_ticks=0)
+    assert one(e, 1, 0x03, u16(A["operating_mode"]) + b"\x00").error == 0      # current
+    assert one(e, 2, 0x03, u16(A["operating_mode"]) + b"\x01").error == 0      # velocity
+    for sid in (1, 2):
+        assert one(e, sid, 0x03, u16(A["torque_enable"]) + b"\x01").error == 0
+    assert one(e, 1, 0x03, u16(A["goal_current"]) + (200).to_bytes(2, "little", signed=True)).error == 0
+    assert one(e, 2, 0x03, u16(A["goal_velocity"]) + (50).to_bytes(4, "little", signed=True)).error == 0
+    for _ in range(100):
+        e.advance(0.002)
+    assert read_int(e, 1, "present_current", signed=True) == 200     # the motor gives what is asked
+    assert read_int(e, 1, "present_velocity", signed=True) > 50      # and the free load speeds up
+    assert abs(read_int(e, 2, "present_velocity", signed=True) - 50) <= 1
+    assert list(e.mode) == [2, 1]
