@@ -24,10 +24,15 @@ v3, v6
     the torque), low-passed over 50 ms because the register is read at
     0.1 V resolution in the middle of PWM ripple; no current limit (the
     XL330's Current Limit applies in current-based modes only, not in the
-    position mode these logs use: ROBOTIS e-Manual, Current Limit(38)); a
-    fitted command delay (bus + firmware latency), a direction asymmetry of
-    the drive and a duty offset (dead-zone compensation that does not scale
-    with the gain).
+    position mode these logs use: ROBOTIS e-Manual, Current Limit(38)); the
+    motor's kt and R fixed at the datasheet stall point (XL330-M288-T: 0.60
+    N*m at 6.0 V and 1.74 A, so kt = 0.345 N*m/A, R = 3.45 ohm) rather than
+    fitted: a fit on one firmware gain otherwise trades kt/R against
+    friction in ways that do not carry to another gain (cross-validated
+    MAE 39 -> 31 mrad); a fitted command delay (bus + firmware latency) and
+    a duty offset (dead-zone compensation, which does not scale with the
+    gain).  ``drive_asymmetry`` is available but not in the default set (it
+    did not help across gains).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import numpy as np
 
 from core_cy import actuator_layout as L
 
-__all__ = ["ModelSpec", "MODELS", "get_model", "XL330_ERROR_GAIN", "BAM_XL330_PUBLISHED"]
+__all__ = ["ModelSpec", "MODELS", "get_model", "XL330_ERROR_GAIN", "BAM_XL330_PUBLISHED", "XL330_DATASHEET_MOTOR"]
 
 # BAM's XL330 conversion: duty = kp_fw * err_rad * (4096/2pi) / (256 * 885)
 XL330_ERROR_GAIN = (4096.0 / (2.0 * math.pi)) / (256.0 * 885.0)
@@ -96,6 +101,7 @@ _RANGES = {
     "duty_offset": (0.02, 0.0, 0.3),      # duty floor (dead-zone compensation)
     "gain_exponent": (1.0, 0.5, 1.2),     # effective gain ~ kp_fw^beta
     "reading_noise_ticks": (0.3, 0.05, 2.0),  # encoder reading noise before rounding
+    "back_emf": (0.4, 0.1, 3.0),          # V*s/rad
 }
 
 _M1 = ["kt", "R", "armature", "q_offset", "friction_base", "friction_viscous"]
@@ -181,6 +187,7 @@ class ModelSpec:
         p[L.P_GAIN] = XL330_ERROR_GAIN * v.get("gain_scale", 1.0)
         p[L.P_LIMIT] = v.get("max_pwm", 1.0)
         p[L.P_KT] = v["kt"]
+        p[L.P_KE] = v.get("back_emf", v["kt"])
         p[L.P_R] = v["R"]
         p[L.P_FB] = v.get("friction_base", 0.0)
         p[L.P_FS] = v.get("friction_stribeck", 0.0)
@@ -202,7 +209,9 @@ _M4 = _M3 + _STRIBECK + ["load_friction_stribeck"]
 _M5 = _M1 + _STRIBECK + ["load_friction_motor", "load_friction_external",
                           "load_friction_motor_stribeck", "load_friction_external_stribeck"]
 _M6 = _M5 + ["load_friction_motor_quad", "load_friction_external_quad"]
-_OURS = ["command_delay", "drive_asymmetry", "duty_offset"]
+_OURS = ["command_delay", "duty_offset"]
+# XL330-M288-T datasheet stall point (ROBOTIS e-Manual): 0.60 N*m at 6.0 V, 1.74 A
+XL330_DATASHEET_MOTOR = {"kt": 0.60 / 1.74, "R": 6.0 / 1.74}
 
 MODELS = {
     "seed000": ModelSpec("seed000", "pd", ("kp_scale", "kd", "kc"), doc="seed 000, one kp scale"),
@@ -216,8 +225,10 @@ MODELS = {
     "m4": ModelSpec("m4", "voltage", tuple(_M4)),
     "m5": ModelSpec("m5", "voltage", tuple(_M5)),
     "m6": ModelSpec("m6", "voltage", tuple(_M6)),
-    "v3": ModelSpec("v3", "voltage", tuple(_M3 + _OURS), recorded_voltage=True, voltage_filter_s=0.05),
-    "v6": ModelSpec("v6", "voltage", tuple(_M6 + _OURS), recorded_voltage=True, voltage_filter_s=0.05),
+    "v3": ModelSpec("v3", "voltage", tuple(k for k in _M3 + _OURS if k not in XL330_DATASHEET_MOTOR),
+                    dict(XL330_DATASHEET_MOTOR), recorded_voltage=True, voltage_filter_s=0.05),
+    "v6": ModelSpec("v6", "voltage", tuple(k for k in _M6 + _OURS if k not in XL330_DATASHEET_MOTOR),
+                    dict(XL330_DATASHEET_MOTOR), recorded_voltage=True, voltage_filter_s=0.05),
 }
 
 

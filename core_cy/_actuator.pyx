@@ -37,7 +37,8 @@ cdef enum:
     P_ASYM = 23
     P_DUTY0 = 24
     P_DUTY0_ERR = 25
-    NP_ = 26
+    P_KE = 26
+    NP_ = 27
 
 NP = NP_
 
@@ -67,11 +68,11 @@ cdef inline double motor_torque(const double[::1] p, double goal, double q, doub
     if isfinite(p[P_MAX_CURRENT]):
         # firmware current limiter as BAM models it: a duty window keeping |I| <= Imax
         span = p[P_R] * p[P_MAX_CURRENT] / vin
-        center = p[P_KT] * qd / vin
+        center = p[P_KE] * qd / vin
         duty = _clip(duty, center - span, center + span)
     duty = _clip(duty, -p[P_LIMIT], p[P_LIMIT])
-    # tau = kt*V/R - kt^2*qd/R
-    tau = p[P_KT] * (vin * duty) / p[P_R] - p[P_KT] * p[P_KT] * qd / p[P_R]
+    # tau = kt*(V - ke*qd)/R; ke > kt when the gearbox loses torque but not speed
+    tau = p[P_KT] * (vin * duty - p[P_KE] * qd) / p[P_R]
     # the drive is not symmetric on real XL330s (they lift ~15 % more one way)
     return tau * (1.0 + p[P_ASYM] * _sign(tau))
 

@@ -10,7 +10,7 @@ drives:
 * ``MODE_VOLTAGE`` (BAM): ``duty = clip(gain*kp_fw*(goal - q), +-limit)``,
   ``V = vin*duty`` (``vin`` per step: the recorded supply voltage or a
   constant), optional current-limit window, then the DC motor
-  ``tau = kt*V/R - kt^2*qd/R``.
+  ``tau = kt*(V - ke*qd)/R`` (BAM: ``ke = kt``).
 
 Friction is BAM's friction budget (models M1-M6 are special cases):
 ``f = fb + fs*s + |te*lfe - tm*lfm| + s*|te*lfes - tm*lfms| + quad`` and
@@ -23,7 +23,7 @@ __all__ = [
     "MODE_PD", "MODE_VOLTAGE", "NP",
     "P_MODE", "P_KP_FW", "P_GAIN", "P_LIMIT", "P_KT", "P_R", "P_KD", "P_ARMATURE",
     "P_Q_OFFSET", "P_MAX_CURRENT", "P_FB", "P_FS", "P_LFM", "P_LFE", "P_LFMS", "P_LFES",
-    "P_LFMQ", "P_LFEQ", "P_VS", "P_ALPHA", "P_VISC", "P_INTEGRATOR", "P_SUBSTEPS", "P_ASYM", "P_DUTY0", "P_DUTY0_ERR", "NAMES",
+    "P_LFMQ", "P_LFEQ", "P_VS", "P_ALPHA", "P_VISC", "P_INTEGRATOR", "P_SUBSTEPS", "P_ASYM", "P_DUTY0", "P_DUTY0_ERR", "P_KE", "NAMES",
 ]
 
 MODE_PD = 0.0
@@ -55,7 +55,8 @@ P_SUBSTEPS = 22    # integration substeps per sample (>= 1; BAM uses 1 at 5 ms)
 P_ASYM = 23        # drive asymmetry a: motor torque x (1 + a*sgn(tau)) [-]
 P_DUTY0 = 24       # duty offset d0 (voltage drive): duty += d0*tanh(err/e0) [-]
 P_DUTY0_ERR = 25   # e0 of the duty offset [rad] (> 0)
-NP = 26
+P_KE = 26          # back-EMF constant [V*s/rad] (= kt for an ideal motor and gearbox)
+NP = 27
 
 NAMES = (
     "mode", "kp_fw", "gain", "limit", "kt", "R", "kd", "armature", "q_offset",
@@ -63,5 +64,5 @@ NAMES = (
     "load_friction_external", "load_friction_motor_stribeck",
     "load_friction_external_stribeck", "load_friction_motor_quad",
     "load_friction_external_quad", "dtheta_stribeck", "alpha", "friction_viscous",
-    "integrator", "substeps", "drive_asymmetry", "duty_offset", "duty_offset_err",
+    "integrator", "substeps", "drive_asymmetry", "duty_offset", "duty_offset_err", "back_emf",
 )

@@ -21,6 +21,7 @@ from core_cy.actuator_layout import (
     P_GAIN,
     P_INTEGRATOR,
     P_KD,
+    P_KE,
     P_KP_FW,
     P_KT,
     P_LFE,
@@ -55,11 +56,11 @@ def motor_torque_reference(p, goal, q, qd, vin, torque_on):
     if math.isfinite(p[P_MAX_CURRENT]):
         # BAM's firmware current limiter: a duty window keeping |I| <= Imax.
         span = p[P_R] * p[P_MAX_CURRENT] / vin
-        center = p[P_KT] * qd / vin
+        center = p[P_KE] * qd / vin
         duty = float(np.clip(duty, center - span, center + span))
     duty = float(np.clip(duty, -p[P_LIMIT], p[P_LIMIT]))
     volts = vin * duty
-    tau = p[P_KT] * volts / p[P_R] - p[P_KT] ** 2 * qd / p[P_R]
+    tau = p[P_KT] * volts / p[P_R] - p[P_KT] * p[P_KE] * qd / p[P_R]
     return tau * (1.0 + p[P_ASYM] * np.sign(tau))
 
 

@@ -96,17 +96,16 @@ def test_output_error_recovers_bench_gains(noise_ticks, tol):
 
 
 def test_output_error_recovers_bam_model_parameters(bam_logs):
-    """Voltage-drive model (BAM m3 + our voltage/current-limit/delay terms) simulated on the real
-    goals of one kp-100 and one kp-400 log, then fitted from 20 % off: recovered to 1e-3."""
+    """Voltage-drive model (v3: BAM m3 + recorded voltage, delay, duty offset) simulated on the
+    real goals of one kp-100 and one kp-400 log, then fitted from 20 % off: recovered to 2e-3."""
     recs = load_resampled([bam_logs[1], bam_logs[6]])
     spec = get_model("v3")
-    truth = spec.initial(dict(BAM_XL330_PUBLISHED["m3"], command_delay=0.008, drive_asymmetry=0.05,
-                              duty_offset=0.02))
+    truth = spec.initial(dict(BAM_XL330_PUBLISHED["m3"], command_delay=0.008, duty_offset=0.02))
     for r in recs:
         r.position = simulate_recording(spec, truth, r)[0]
     start = {k: v * 1.2 + 1e-3 for k, v in truth.items()}
     res = fit_output_error(spec, recs, start, method="lsq", max_nfev=400)
-    for k in ("kt", "R", "armature", "load_friction_base", "command_delay"):
+    for k in ("armature", "load_friction_base", "friction_viscous", "command_delay", "duty_offset"):
         assert res.params[k] == pytest.approx(truth[k], rel=2e-3), k
     assert max(res.mae) < 1e-5
 

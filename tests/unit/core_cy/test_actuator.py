@@ -31,6 +31,7 @@ def _random_params(rng, mode):
     p[L.P_ASYM] = rng.uniform(-0.1, 0.1)
     p[L.P_DUTY0] = rng.choice([0.0, rng.uniform(0.0, 0.05)]) if mode == L.MODE_VOLTAGE else 0.0
     p[L.P_DUTY0_ERR] = 0.003
+    p[L.P_KE] = p[L.P_KT] * rng.uniform(1.0, 1.4)
     return p
 
 
@@ -91,7 +92,7 @@ def test_pd_step_settles_within_coulomb_band():
 def test_torque_off_pendulum_swings_about_hanging_position():
     p = np.zeros(L.NP)
     p[L.P_MODE], p[L.P_VS], p[L.P_ALPHA], p[L.P_LIMIT], p[L.P_SUBSTEPS] = L.MODE_VOLTAGE, 1.0, 1.0, 1.0, 20
-    p[L.P_KT], p[L.P_R] = 0.3, 2.0
+    p[L.P_KT], p[L.P_R], p[L.P_KE] = 0.3, 2.0, 0.3
     n = 2000
     q, _, tau = simulate(p, np.zeros(n), np.zeros(n, bool), 7.4, 0.001, 0.3, 0.0, 0.0049, 0.48)
     assert np.all(tau == 0.0)
