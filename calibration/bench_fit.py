@@ -16,14 +16,14 @@ import math
 
 import numpy as np
 
-from calibration.errors import FitError
+from calibration.errors import FitError, RecordingUnexcitedError
 from calibration.models import get_model
 from calibration.output_error import fit_output_error
 from calibration.recording import Recording, resample
 from calibration.seed000 import fit_seed000
 from calibration.simulation import simulation_mae
 
-__all__ = ["identify_bench", "BENCH_DT_S"]
+__all__ = ["identify_bench", "check_step_excitation", "BENCH_DT_S"]
 
 BENCH_DT_S = 0.001
 # 0.5 ms: accurate to <1 % of kp for natural frequencies below ~100 rad/s, and
@@ -70,8 +70,42 @@ def _from_first_step(r: Recording) -> Recording:
     return out
 
 
+def check_step_excitation(r: Recording, min_samples: int = 3) -> float:
+    """Median rise time [s] of the goal steps; RecordingUnexcitedError if under ``min_samples``.
+
+    A load too light for the servo makes the step response finish within a
+    sample or two: nothing of kp, kd or kc is left to identify.
+    """
+    steps = np.flatnonzero(np.abs(np.diff(r.goal)) > 1e-6) + 1
+    rises = []
+    for i in steps:
+        target, size = r.goal[i], abs(r.goal[i] - r.goal[i - 1])
+        far = np.abs(r.position[i:] - target) > 0.37 * size
+        k = int(np.argmin(far)) if not far.all() else far.size
+        rises.append(k)
+    if not rises:
+        raise RecordingUnexcitedError(r.path, "no goal step: nothing excites the dynamics")
+    med = float(np.median(rises))
+    if med < min_samples:
+        raise RecordingUnexcitedError(
+            r.path, f"the step response settles within {med:.0f} samples ({med * r.dt * 1e3:.1f} ms): the load "
+            "is too light to excite the dynamics at this sampling rate; add inertia (a longer or heavier pendulum)")
+    return med * r.dt
+
+
+def _check_identified(r: Recording, res) -> None:
+    """kp and kd must be determined by the data (a light load leaves only their ratio)."""
+    for k in ("kp", "kd"):
+        v, se = res.params[k], res.stderr.get(k, math.nan)
+        if not (math.isfinite(se) and se > 0.0 and se < 0.25 * abs(v)):
+            raise RecordingUnexcitedError(
+                r.path, f"{k} is not determined by this run ({k} = {v:.4g} +- {se:.2g}): the load is too light "
+                "to excite the dynamics (inertia plays no part in the step response); add inertia")
+
+
 def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit) -> dict:
     r = _from_first_step(resample(rec, dt))
+    check_step_excitation(r)
     paper = fit_seed000([r], max_segment_s=half_period)
     short = fit_seed000([r], max_segment_s=_SHORT_WINDOW_S)
     spec = _bench_spec(r, dt, torque_limit)
@@ -87,6 +121,7 @@ def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit) -
             best = res
     if best is None:
         raise FitError(f"{rec.path}: output-error fit failed")
+    _check_identified(r, best)
     mae = simulation_mae(spec, best.params, r)
     return {"gain": rec.kp_fw, "params": best.params, "stderr": best.stderr, "mae_rad": mae,
             "paper": paper, "samples": r.n}

@@ -19,6 +19,10 @@ of the same function on that workspace (as Pinocchio's ``data.tau``).
 cimport numpy as cnp
 from libc.math cimport sin, cos, sqrt, fabs
 from libc.string cimport memset, memcpy
+from cython.parallel cimport prange
+
+import os
+import operator
 
 import numpy as np
 

@@ -603,8 +603,17 @@ def integrate(Model model not None, q, v, double dt=1.0, out=None):
 
 
 # ---------------------------------------------------------------------------
-# batch forms: one workspace, GIL released for the whole sweep
+# batch forms: GIL released for the whole sweep; threads > 1 splits the N
+# states into contiguous chunks, one per OpenMP thread, each on its own Data
 # ---------------------------------------------------------------------------
+
+cdef enum:
+    # upper bound of threads=: the per-call tables of workspaces live on the stack
+    _MAX_THREADS = 256
+
+# Data._arrays key of the extra per-thread workspaces (created once, reused)
+_WORKERS_KEY = "_batch_workspaces"
+
 
 cdef tuple _batch_args(Model model, Q, V, A, str nameA):
     if not (cnp.PyArray_Check(Q) and cnp.PyArray_NDIM(<cnp.ndarray>Q) == 2):
@@ -629,69 +638,216 @@ def _batch_data(Model model, data):
     return data
 
 
-def rnea_batch(Model model not None, Q, V, A, out=None, data=None):
+cdef int _batch_threads(object threads, Py_ssize_t n) except -1:
+    """Number of chunks to run: threads (0 = os.cpu_count()), at most n, at least 1."""
+    cdef Py_ssize_t t
+    try:
+        t = operator.index(threads)
+    except TypeError:
+        raise TypeError(f"threads: expected an int (0 = all cores), got "
+                        f"{type(threads).__name__}") from None
+    if t < 0 or t > _MAX_THREADS:
+        raise ValueError(f"threads: expected 0 (all cores) or 1..{_MAX_THREADS}, got {t}")
+    if t == 0:
+        t = min(os.cpu_count() or 1, _MAX_THREADS)
+    if t > n:
+        t = n
+    return 1 if t < 1 else <int>t
+
+
+cdef int _batch_workspaces(Data d, int nthreads, DataC** ws) except -1:
+    """ws[0] = d, ws[1:nthreads] = extra workspaces cached on d (made once)."""
+    cdef list extra
+    cdef int t
+    ws[0] = &d.c
+    if nthreads == 1:
+        return 0
+    extra = d._arrays.get(_WORKERS_KEY)
+    if extra is None:
+        extra = []
+        d._arrays[_WORKERS_KEY] = extra
+    while len(extra) < nthreads - 1:
+        extra.append(Data(d.model))
+    for t in range(1, nthreads):
+        ws[t] = &(<Data>extra[t - 1]).c
+    return 0
+
+
+# The row loops below are what threads=1 runs on the whole range and what each
+# thread runs on its chunk: every state goes through the same kernel call, so
+# the results do not depend on the number of threads, bit for bit.
+
+cdef void _rnea_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
+                     const double* A, double* T, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+    cdef Py_ssize_t k, nq = m.nq, nv = m.nv
+    for k in range(k0, k1):
+        rnea_c(m, d, Q + k * nq, V + k * nv, A + k * nv, NULL, 1, T + k * nv)
+
+
+cdef Py_ssize_t _aba_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
+                          const double* T, double* D, Py_ssize_t k0, Py_ssize_t k1,
+                          int* rc) noexcept nogil:
+    # first row whose articulated inertia is singular (its code in rc), else -1
+    cdef Py_ssize_t k, nq = m.nq, nv = m.nv
+    for k in range(k0, k1):
+        rc[0] = aba_c(m, d, Q + k * nq, V + k * nv, T + k * nv, NULL, D + k * nv)
+        if rc[0] != 0:
+            return k
+    return -1
+
+
+cdef void _regressor_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
+                          const double* A, double* Y, Py_ssize_t k0,
+                          Py_ssize_t k1) noexcept nogil:
+    cdef Py_ssize_t k, nq = m.nq, nv = m.nv
+    cdef Py_ssize_t stride = nv * (10 * m.nbodies + 4 * m.n_actuated)
+    for k in range(k0, k1):
+        regressor_c(m, d, Q + k * nq, V + k * nv, A + k * nv, Y + k * stride)
+
+
+cdef inline Py_ssize_t _chunk(Py_ssize_t n, int nthreads, int t) noexcept nogil:
+    # first row of chunk t of [0, n) cut into nthreads contiguous near-equal chunks
+    return (n * t) // nthreads
+
+
+def rnea_batch(Model model not None, Q, V, A, out=None, data=None, threads=1):
     """RNEA over N states: (N, nv) torques from Q (N, nq), V (N, nv), A (N, nv).
 
-    The GIL is released for the whole sweep; ``data`` (optional) is the one
-    workspace used, a new one otherwise.  Returns a new (N, nv) array unless ``out``.
+    Parameters
+    ----------
+    Q : (N, nq) float64; V, A : (N, nv) float64 [rad/s, rad/s^2, m/s, m/s^2]
+    out : (N, nv) float64, optional
+    data : Data, optional
+        Workspace (a new one otherwise); the GIL is released for the sweep.
+    threads : int, optional
+        1 (default): the whole sweep on ``data``, in the calling thread.
+        T > 1: the N states are cut into min(T, N) contiguous chunks run
+        at once by OpenMP threads, each on its own workspace: ``data`` and
+        T - 1 extra ones created on first use and cached on ``data`` (pass
+        the same ``data`` to allocate nothing per call).  0: ``os.cpu_count()``
+        threads.  Every state goes through the same kernel whatever T, so
+        the results are bit-identical to ``threads=1``.
+
+    Returns
+    -------
+    tau : (N, nv) [N m, N], a new array unless ``out``.
     """
     n, Q, V, A = _batch_args(model, Q, V, A, "A")
     cdef Data d = _batch_data(model, data)
-    cdef int nq = model.c.nq, nv = model.c.nv
-    out = np.empty((n, nv)) if out is None else _check_out(out, (n, nv), "out")
+    cdef int nt = _batch_threads(threads, n), t
+    out = np.empty((n, model.c.nv)) if out is None else _check_out(out, (n, model.c.nv), "out")
+    cdef DataC* ws[_MAX_THREADS]
+    _batch_workspaces(d, nt, ws)
+    cdef const ModelC* mc = &model.c
     cdef double* pq = _p(Q)
     cdef double* pv = _p(V)
     cdef double* pa = _p(A)
     cdef double* po = _p(out)
-    cdef Py_ssize_t k, nn = n
-    with nogil:
-        for k in range(nn):
-            rnea_c(&model.c, &d.c, pq + k * nq, pv + k * nv, pa + k * nv, NULL, 1, po + k * nv)
+    cdef Py_ssize_t nn = n
+    if nt == 1:
+        with nogil:
+            _rnea_rows(mc, ws[0], pq, pv, pa, po, 0, nn)
+    else:
+        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
+            _rnea_rows(mc, ws[t], pq, pv, pa, po, _chunk(nn, nt, t), _chunk(nn, nt, t + 1))
     return out
 
 
-def aba_batch(Model model not None, Q, V, TAU, out=None, data=None):
+def aba_batch(Model model not None, Q, V, TAU, out=None, data=None, threads=1):
     """ABA over N states: (N, nv) accelerations from Q (N, nq), V, TAU (N, nv).
 
-    GIL released for the sweep.  Raises SingularInertiaError naming the row.
+    Parameters
+    ----------
+    Q : (N, nq) float64; V, TAU : (N, nv) float64 [rad/s, N m, m/s, N]
+    out : (N, nv) float64, optional
+    data : Data, optional
+        Workspace (a new one otherwise); the GIL is released for the sweep.
+    threads : int, optional
+        Threads over contiguous chunks of the N states, as :func:`rnea_batch`
+        (1 default, 0 = all cores); bit-identical results.
+
+    Returns
+    -------
+    ddq : (N, nv) [rad/s^2, m/s^2], a new array unless ``out``.
+
+    Raises
+    ------
+    core_cy.errors.SingularInertiaError
+        Naming the first row (lowest index) whose articulated inertia is
+        not positive definite; rows after it may be left unwritten.
     """
     n, Q, V, TAU = _batch_args(model, Q, V, TAU, "TAU")
     cdef Data d = _batch_data(model, data)
-    cdef int nq = model.c.nq, nv = model.c.nv, rc = 0
-    out = np.empty((n, nv)) if out is None else _check_out(out, (n, nv), "out")
+    cdef int nt = _batch_threads(threads, n), t
+    out = np.empty((n, model.c.nv)) if out is None else _check_out(out, (n, model.c.nv), "out")
+    cdef DataC* ws[_MAX_THREADS]
+    cdef Py_ssize_t bad[_MAX_THREADS]
+    cdef int rcs[_MAX_THREADS]
+    _batch_workspaces(d, nt, ws)
+    cdef const ModelC* mc = &model.c
     cdef double* pq = _p(Q)
     cdef double* pv = _p(V)
     cdef double* pt = _p(TAU)
     cdef double* po = _p(out)
-    cdef Py_ssize_t k, nn = n, bad = -1
-    with nogil:
-        for k in range(nn):
-            rc = aba_c(&model.c, &d.c, pq + k * nq, pv + k * nv, pt + k * nv, NULL, po + k * nv)
-            if rc != 0:
-                bad = k
+    cdef Py_ssize_t nn = n, first = -1
+    cdef int rc = 0
+    if nt == 1:
+        with nogil:
+            first = _aba_rows(mc, ws[0], pq, pv, pt, po, 0, nn, &rc)
+    else:
+        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
+            rcs[t] = 0
+            bad[t] = _aba_rows(mc, ws[t], pq, pv, pt, po, _chunk(nn, nt, t),
+                               _chunk(nn, nt, t + 1), &rcs[t])
+        # chunks are in row order: the first chunk that failed has the first bad row
+        for t in range(nt):
+            if bad[t] >= 0:
+                first = bad[t]
+                rc = rcs[t]
                 break
-    if bad >= 0:
+    if first >= 0:
         raise SingularInertiaError(
-            f"aba_batch row {bad}: articulated inertia of body "
+            f"aba_batch row {first}: articulated inertia of body "
             f"'{model.body_names[rc - 1]}' is not positive definite in {model.source}")
     return out
 
 
-def regressor_batch(Model model not None, Q, V, A, out=None, data=None):
-    """Regressor over N states: (N, nv, 10 nbodies + 4 n_actuated), GIL released."""
+def regressor_batch(Model model not None, Q, V, A, out=None, data=None, threads=1):
+    """Regressor over N states: (N, nv, 10 nbodies + 4 n_actuated).
+
+    Parameters
+    ----------
+    Q : (N, nq) float64; V, A : (N, nv) float64
+    out : (N, nv, 10 nbodies + 4 n_actuated) float64, optional
+    data : Data, optional
+        Workspace (a new one otherwise); the GIL is released for the sweep.
+    threads : int, optional
+        Threads over contiguous chunks of the N states, as :func:`rnea_batch`
+        (1 default, 0 = all cores); bit-identical results.
+
+    Returns
+    -------
+    Y : (N, nv, 10 nbodies + 4 n_actuated), row k = :func:`regressor` of
+    state k; a new array unless ``out``.
+    """
     n, Q, V, A = _batch_args(model, Q, V, A, "A")
     cdef Data d = _batch_data(model, data)
-    cdef int nq = model.c.nq, nv = model.c.nv
-    cdef Py_ssize_t ncol = 10 * model.c.nbodies + 4 * model.c.n_actuated
-    shape = (n, nv, ncol)
+    cdef int nt = _batch_threads(threads, n), t
+    shape = (n, model.c.nv, 10 * model.c.nbodies + 4 * model.c.n_actuated)
     out = np.empty(shape) if out is None else _check_out(out, shape, "out")
+    cdef DataC* ws[_MAX_THREADS]
+    _batch_workspaces(d, nt, ws)
+    cdef const ModelC* mc = &model.c
     cdef double* pq = _p(Q)
     cdef double* pv = _p(V)
     cdef double* pa = _p(A)
     cdef double* po = _p(out)
-    cdef Py_ssize_t k, nn = n, stride = nv * ncol
-    with nogil:
-        for k in range(nn):
-            regressor_c(&model.c, &d.c, pq + k * nq, pv + k * nv, pa + k * nv, po + k * stride)
+    cdef Py_ssize_t nn = n
+    if nt == 1:
+        with nogil:
+            _regressor_rows(mc, ws[0], pq, pv, pa, po, 0, nn)
+    else:
+        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
+            _regressor_rows(mc, ws[t], pq, pv, pa, po, _chunk(nn, nt, t), _chunk(nn, nt, t + 1))
     return out
 

@@ -35,6 +35,8 @@ def register(sub) -> None:
     p.add_argument("--baud", type=int, nargs="+", default=list(DEFAULT_BAUDS),
                    help="baud rates to try (default: %(default)s)")
     p.add_argument("--protocol", choices=("1", "2", "both"), default="both")
+    p.add_argument("--margin-ms", type=float, default=3.0,
+                   help="ms added to each reply's wire time (raise it for a 16 ms FTDI latency timer)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(func=run)
 
@@ -54,7 +56,7 @@ def run(args) -> int:
             print(f"scanning {args.port} at {baud} bps, Protocol {protocol}.0 ...", file=sys.stderr)
 
     try:
-        hits = scan(args.port, args.baud, protocols, progress=progress)
+        hits = scan(args.port, args.baud, protocols, progress=progress, margin_ms=args.margin_ms)
     except PortError as exc:
         print(f"scan: {exc}", file=sys.stderr)
         return EXIT_BUS

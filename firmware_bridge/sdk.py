@@ -169,19 +169,22 @@ class SdkClient:
         check_result(self.protocol, result, error, servo_id, "reboot")
 
 
-def scan(port: str, bauds, protocols, ids=range(0, 253), progress=None) -> list[ScanHit]:
+def scan(port: str, bauds, protocols, ids=range(0, 253), progress=None,
+         margin_ms: float = 3.0) -> list[ScanHit]:
     """Every servo answering on ``port`` at each baud and protocol.
 
     Protocol 2.0: one broadcast ping per baud.  Protocol 1.0: one ping per id
     (no broadcast ping), with timeouts from the baud rate, not 34 ms each.
-    ``progress(baud, protocol)`` is called before each pass.
+    ``progress(baud, protocol)`` is called before each pass.  ``margin_ms``
+    is added to each reply's wire time: a few ms covers an FTDI adapter with
+    its latency timer at 1 ms; a loaded machine or a 16 ms timer needs more.
     """
     hits: list[ScanHit] = []
     for baud in bauds:
         for protocol in protocols:
             if progress is not None:
                 progress(baud, protocol)
-            client = SdkClient(port, baud, protocol)
+            client = SdkClient(port, baud, protocol, margin_ms=margin_ms)
             try:
                 if protocol == 2:
                     found = client.broadcast_ping()

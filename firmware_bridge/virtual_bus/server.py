@@ -6,10 +6,13 @@ due.  Without wire timing a reply goes out at once (plus any injected
 delay).  With wire timing the bus is modelled as the half-duplex line it
 is: an instruction occupies the wire for its bytes at 10 bits per byte,
 then each servo waits its Return Delay Time and sends its reply; the next
-instruction waits for the line.  The replies to one instruction are written
-together when the last of them would be off the wire (select to within
-~0.2 ms, then a short busy wait), so the host sees the cycle time of a
-real bus at that baud rate.  The pty's own latency (measured at start,
+instruction waits for the line.  Each reply is written when it would be
+off the wire (select to within ~0.2 ms, then a short busy wait), so the
+host sees the timing of a real bus at that baud rate.  Replies 50 us apart
+(4 Mbps) keep the process busy-waiting through a reply train: with wire
+timing it uses most of a core while a host runs at full rate.  Writing a
+train at once when its last reply is due was tried: the process then
+sleeps and, on this loaded VM, wakes late (p99 3 ms).  The pty's own latency (measured at start,
 median of 25 one-way trips, capped at 0.1 ms) is taken off both ends, since
 a real bus has no pty.  Polling the pty instead of sleeping between cycles
 was tried and dropped: on this shared 2-core machine it made cycles slower.
@@ -172,13 +175,9 @@ class PtyServer:
         t = max(now - self.latency_in_s, self._bus_free)
         for nbytes, replies in exchanges:
             t += nbytes * byte_s
-            if not replies:
-                continue
             for pkt, rdt, extra in replies:
                 t += rdt + extra + len(pkt) * byte_s
-            # one write when the last reply would be off the wire: the host needs them all
-            # anyway, and waking once per reply would keep this process spinning all cycle
-            q.append((t - self.latency_out_s, b"".join(pkt for pkt, _, _ in replies)))
+                q.append((t - self.latency_out_s, pkt))
         self._bus_free = t
 
     def _send_due(self, now: float) -> None:

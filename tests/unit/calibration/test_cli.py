@@ -69,3 +69,14 @@ def test_actuator_needs_port_or_simulate(capsys, tmp_path):
     rc, _, err = _run(capsys, ["calibrate", "actuator", "--id", "1", "--load", "pendulum:x:0.1",
                                "--out", str(tmp_path / "p.yaml"), "--simulate", "1,1,1"])
     assert rc == 2 and "MASS and LENGTH" in err
+
+
+def test_actuator_light_load_is_a_clear_error_raw_kept(capsys, tmp_path):
+    """A load 1000x too light: the step is over within a sample; exit 2, raw recording kept."""
+    rc, _, err = _run(capsys, ["calibrate", "actuator", "--id", "1", "--inertia", "4e-6",
+                               "--simulate", "9.272,0.3069,0.03", "--cycles", "1",
+                               "--out", str(tmp_path / "params.yaml")])
+    assert rc == 2
+    assert "too light to excite" in err and "simulated_gain32" in err
+    assert list((tmp_path / "params_raw").glob("*.npz"))
+    assert not (tmp_path / "params.yaml").exists()
