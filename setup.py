@@ -18,8 +18,6 @@ COMPILED_PACKAGES = ("core_cy", "firmware_bridge", "controller")
 # -O3 but never -ffast-math: the oracle tests compare to 1e-9 and the
 # contact solvers rely on IEEE semantics for sign(0) and NaN checks.
 CFLAGS = ["-O3", "-fno-fast-math", "-Wno-unused-function", "-Wno-unreachable-code"]
-# extensions whose kernels run threads through cython.parallel.prange (OpenMP)
-OPENMP = ("core_cy._dynamics",)
 
 
 def _extensions():
@@ -37,8 +35,7 @@ def _extensions():
                     [str(rel) + ".pyx"],
                     include_dirs=[np.get_include()],
                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                    extra_compile_args=CFLAGS + (["-fopenmp"] if name in OPENMP else []),
-                    extra_link_args=["-fopenmp"] if name in OPENMP else [],
+                    extra_compile_args=CFLAGS,
                     libraries=["m"],
                 )
             )

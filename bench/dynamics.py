@@ -11,10 +11,19 @@ not the wall clock.  The kernels are single-threaded, so on an idle machine
 both are the same; on a shared one (2 cores, several jobs) the thread clock
 does not charge either side for time spent descheduled.  ``--clock wall``
 gives ``time.perf_counter``.
+
+Threaded batch rows (``--threads 1,2`` by default; case
+"ROBOT/KERNEL_threadsT[N=..]", unit "us (wall clock)"): the batch form with
+``threads=T`` against the same Python loop over Pinocchio, both timed by the
+wall clock (``perf_counter``) whatever ``--clock`` says, because the thread
+clock does not see the work of the other threads.  The threads1 rows are the
+same-clock baseline: the gain of T threads is threads1 / threadsT, and it
+only shows when T cores are free (read the load average next to them).
 """
 
 from __future__ import annotations
 
+import os
 import sysconfig
 import time
 from pathlib import Path
@@ -44,6 +53,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-batch", action="store_true", help="skip the batch rows")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
                         help="thread: CPU time of this thread (default); wall: perf_counter")
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated thread counts of the wall-clock batch rows, "
+                             "0 = all cores, '' = none [default: 1,2]")
 
 
 CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
@@ -108,7 +120,31 @@ def _batch_rows(name, model, data, pm, pd, args, core_cy, pin):
         t_o, t_a = interleaved_times(ours, anchor, number, args.repeats, clock=_clock(args))
         rows.append(Row(f"{name}/{kernel}[N={n}]", "time_per_batch_us", "us", t_o * 1e6,
                         "pinocchio_python_loop", t_a * 1e6))
+    batch_fns = {"rnea_batch": (core_cy.rnea_batch, T), "aba_batch": (core_cy.aba_batch, T),
+                 "regressor_batch": (core_cy.regressor_batch, Y)}
+    for threads in _thread_counts(args):
+        for kernel, (_, anchor) in cases.items():
+            fn, out = batch_fns[kernel]
+
+            def ours(fn=fn, out=out, threads=threads):
+                fn(model, Q, V, A, out=out, data=data, threads=threads)
+
+            ours()  # the first call makes the per-thread workspaces (cached on data)
+            t_o, t_a = interleaved_times(ours, anchor, number, args.repeats,
+                                         clock=time.perf_counter)
+            rows.append(Row(f"{name}/{kernel}_threads{threads}[N={n}]",
+                            "wall_time_per_batch_us", "us (wall clock)", t_o * 1e6,
+                            "pinocchio_python_loop", t_a * 1e6))
     return rows
+
+
+def _thread_counts(args) -> list[int]:
+    counts = []
+    for s in str(getattr(args, "threads", "1,2")).split(","):
+        if s.strip():
+            t = int(s)
+            counts.append(t if t > 0 else (os.cpu_count() or 1))
+    return counts
 
 
 def run(args) -> dict:

@@ -38,7 +38,9 @@ def _bench_spec(rec: Recording, dt: float, torque_limit: float | None):
     spec = get_model("bench")
     free = list(spec.free)
     if rec.load_mgl() > 0.0:
-        free.append("q_offset")  # where the pendulum hangs is not known in servo angles
+        # where the pendulum hangs is not known in servo angles; gravity is an absolute torque
+        # reference, so the rotor's reflected inertia becomes identifiable too
+        free += ["q_offset", "armature"]
     fixed = dict(spec.fixed, substeps=max(1, int(math.ceil(dt / _SUBSTEP_S - 1e-9))))
     if rec.position_quantum > 0.0:
         free.append("reading_noise_ticks")  # compare with the expected whole-tick reading
@@ -111,9 +113,10 @@ def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit) -
     spec = _bench_spec(r, dt, torque_limit)
     starts = [
         {"kp": max(g.kp, 0.05), "kd": max(g.kd, 0.0), "kc": max(g.kc, 0.005),
-         "torque_limit": 10.0, "command_delay": 0.001, "reading_noise_ticks": 0.3} for g in (short, paper)
+         "torque_limit": 10.0, "command_delay": 0.001, "reading_noise_ticks": 0.3, "armature": 1e-4}
+        for g in (short, paper)
     ] + [{"kp": 5.0, "kd": 0.1, "kc": 0.02, "torque_limit": 10.0, "command_delay": 0.001,
-          "reading_noise_ticks": 0.3}]
+          "reading_noise_ticks": 0.3, "armature": 1e-4}]
     best = None
     for start in starts:
         res = fit_output_error(spec, [r], start, method="lsq", max_nfev=200)

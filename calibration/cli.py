@@ -1,4 +1,4 @@
-"""``servoloop calibrate {actuator,fit,friction}``: bench calibration from the command line.
+"""``servoloop calibrate {actuator,fit,friction,inertial}``: bench calibration from the command line.
 
 Exit codes: 0 ok, 1 reported failure (the fit failed), 2 bad input or usage
 (a bad recording names the file and sample), 3 bus or hardware error.
@@ -18,11 +18,20 @@ __all__ = ["register", "main"]
 def register(sub) -> None:
     """Add ``calibrate`` and its subcommands to the ``servoloop`` subparsers."""
     p = sub.add_parser("calibrate", help="identify servo actuator gains and friction on the bench")
-    csub = p.add_subparsers(dest="calibrate_command", metavar="{actuator,fit,friction}")
+    csub = p.add_subparsers(dest="calibrate_command", metavar="{actuator,fit,friction,inertial}")
     csub.required = True
     _add_fit(csub)
     _add_actuator(csub)
     _add_friction(csub)
+    _add_inertial(csub)
+
+
+def _add_inertial(csub):
+    from calibration.inertial import command
+
+    p = csub.add_parser("inertial", help=command.HELP)
+    command.add_arguments(p)
+    p.set_defaults(func=command.run)
 
 
 # ---------------------------------------------------------------- fit

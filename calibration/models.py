@@ -20,19 +20,21 @@ m1 ... m6
     M4 Stribeck + load, M5 directional load, M6 + quadratic.
 v3, v6
     Ours: BAM's m3 / m6 driven by the *recorded* supply voltage (it sags by
-    up to 1.5 V at firmware gain 400: with the PWM limit this is what caps
-    the torque), low-passed over 50 ms because the register is read at
-    0.1 V resolution in the middle of PWM ripple; no current limit (the
-    XL330's Current Limit applies in current-based modes only, not in the
-    position mode these logs use: ROBOTIS e-Manual, Current Limit(38)); the
-    motor's kt and R fixed at the datasheet stall point (XL330-M288-T: 0.60
-    N*m at 6.0 V and 1.74 A, so kt = 0.345 N*m/A, R = 3.45 ohm) rather than
-    fitted: a fit on one firmware gain otherwise trades kt/R against
-    friction in ways that do not carry to another gain (cross-validated
-    MAE 39 -> 31 mrad); a fitted command delay (bus + firmware latency) and
-    a duty offset (dead-zone compensation, which does not scale with the
-    gain).  ``drive_asymmetry`` is available but not in the default set (it
-    did not help across gains).
+    up to 1.5 V at firmware gain 400, which with the PWM limit caps the
+    torque), low-passed over 0.2 s (the register is read at 0.1 V
+    resolution in the middle of PWM ripple; 0.05-1 s all cross-validate
+    within noise, 0.2 s best); the firmware current limit at the XL330
+    control-table default 1.75 A, as BAM's own XL330 actuator has it (the
+    e-Manual documents Current Limit(38) for the current-based modes only; the
+    cross-validated MAE is within noise either way); the motor's kt and R
+    fixed at the datasheet stall point (XL330-M288-T: 0.60 N*m at 6.0 V and
+    1.74 A, so kt = 0.345 N*m/A, R = 3.45 ohm) rather than fitted: a fit on
+    one firmware gain otherwise trades kt/R against friction in ways that do
+    not carry to another gain (cross-validated MAE 39 -> 31 mrad); a fitted
+    command delay (bus + firmware latency) and a duty offset (dead-zone
+    compensation, which does not scale with the gain).  ``drive_asymmetry``
+    and ``back_emf`` exist but are not in the default set (they did not help
+    across gains).
 """
 
 from __future__ import annotations
@@ -212,6 +214,7 @@ _M6 = _M5 + ["load_friction_motor_quad", "load_friction_external_quad"]
 _OURS = ["command_delay", "duty_offset"]
 # XL330-M288-T datasheet stall point (ROBOTIS e-Manual): 0.60 N*m at 6.0 V, 1.74 A
 XL330_DATASHEET_MOTOR = {"kt": 0.60 / 1.74, "R": 6.0 / 1.74}
+_XL330_FIXED = dict(XL330_DATASHEET_MOTOR, max_current=1.75)
 
 MODELS = {
     "seed000": ModelSpec("seed000", "pd", ("kp_scale", "kd", "kc"), doc="seed 000, one kp scale"),
@@ -225,10 +228,10 @@ MODELS = {
     "m4": ModelSpec("m4", "voltage", tuple(_M4)),
     "m5": ModelSpec("m5", "voltage", tuple(_M5)),
     "m6": ModelSpec("m6", "voltage", tuple(_M6)),
-    "v3": ModelSpec("v3", "voltage", tuple(k for k in _M3 + _OURS if k not in XL330_DATASHEET_MOTOR),
-                    dict(XL330_DATASHEET_MOTOR), recorded_voltage=True, voltage_filter_s=0.05),
-    "v6": ModelSpec("v6", "voltage", tuple(k for k in _M6 + _OURS if k not in XL330_DATASHEET_MOTOR),
-                    dict(XL330_DATASHEET_MOTOR), recorded_voltage=True, voltage_filter_s=0.05),
+    "v3": ModelSpec("v3", "voltage", tuple(k for k in _M3 + _OURS if k not in _XL330_FIXED),
+                    dict(_XL330_FIXED), recorded_voltage=True, voltage_filter_s=0.2),
+    "v6": ModelSpec("v6", "voltage", tuple(k for k in _M6 + _OURS if k not in _XL330_FIXED),
+                    dict(_XL330_FIXED), recorded_voltage=True, voltage_filter_s=0.2),
 }
 
 

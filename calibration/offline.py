@@ -92,6 +92,13 @@ def fit_logs(model_name: str, train: list[Recording], holdout: list[Recording] =
     if not train:
         raise FitError("no training logs")
     spec = get_model(model_name)
+    if "kt" in spec.fixed:
+        # v3/v6 carry the XL330-M288 datasheet motor; other servos need their own
+        other = sorted({r.servo_model for r in list(train) + list(holdout)
+                        if "xl330" not in r.servo_model.lower().replace("-", "")})
+        if other:
+            raise FitError(f"model {model_name} fixes the XL330-M288 datasheet motor (kt, R); "
+                           f"recordings of {', '.join(other)} need m1..m6 (kt, R fitted)")
     start = default_start(model_name) if start is None else start
     res = fit_output_error(spec, list(train), start, method=method, cma_evals=evals,
                            progress=progress, seed=seed)

@@ -10,6 +10,26 @@ One tick (every array allocated in ``__init__``)::
 The daemon owns the bus it is given: whatever happens it ends with the
 servos stopped and the port closed.  The fault path swallows and logs
 every error while it turns torque off servo by servo.
+
+Reactions (each on the tick that sees the cause):
+
+=============================  =====================================================
+lost / corrupt reply           counted per kind, that tick's write skipped (servos
+                               hold their last goal), NaN in telemetry; fault when
+                               ``safety.max_consecutive_comm_errors`` ticks in a row
+                               fail or more than ``comm_error_rate`` of the last
+                               ``comm_error_window`` ticks did
+hardware error (alert bit)     reported with its bits; fault, or with
+                               ``on_hardware_error: reboot`` reboot the servo,
+                               restore mode / goal := present / torque, go on
+port gone (unplug)             fault
+temperature / voltage          fault (checked every ``safety.monitor_every`` ticks)
+joint past limit + margin      fault (commands are always clamped to the limits)
+late ticks                     counted and skipped; fault after
+                               ``safety.max_consecutive_missed`` late ticks in a row
+SIGINT / SIGTERM               shutdown with torque off; a second one: fault path
+stop command                   shutdown per ``shutdown.mode`` (hold | torque_off)
+=============================  =====================================================
 """
 
 from __future__ import annotations
@@ -759,11 +779,25 @@ class Daemon:
                 for sid, cur in zip(self.ids, self.is_current, strict=False):
                     if torque_off or cur:
                         try:
-                            self.bus.write(sid, "torque_enable", 0)
+                            self._torque_off(sid)
                         except BridgeError as exc:
                             raise _Fault(f"shutdown: torque off of servo {sid} failed: {exc}") from exc
                 self._torque_on = not torque_off
         self.lifecycle.to(State.DONE, reason, self.tick)
+
+    def _torque_off(self, sid: int) -> None:
+        """Torque Enable := 0 on one servo.
+
+        A reply carrying the hardware-error alert still means the write was
+        done (the alert only reports a latched error, and that error has
+        already turned torque off on X/MX 2.0), so it counts as success.
+        """
+        from firmware_bridge.errors import HardwareErrorStatus
+
+        try:
+            self.bus.write(sid, "torque_enable", 0)
+        except HardwareErrorStatus:
+            pass
 
     def fault(self, message: str) -> None:
         """The fault path: record, torque off every servo (each in its own try); never raises."""
@@ -791,7 +825,7 @@ class Daemon:
             still = []
             for sid in failed:
                 try:
-                    self.bus.write(sid, "torque_enable", 0)
+                    self._torque_off(sid)
                 except Exception as exc:  # noqa: BLE001 - keep going to the next servo
                     still.append(sid)
                     if attempt == 1:

@@ -19,7 +19,6 @@ of the same function on that workspace (as Pinocchio's ``data.tau``).
 cimport numpy as cnp
 from libc.math cimport sin, cos, sqrt, fabs
 from libc.string cimport memset, memcpy
-from cython.parallel cimport prange
 
 import os
 import operator
@@ -874,18 +873,14 @@ cdef inline void _body_regressor_world(const double* R, const double* p, const d
 cdef void regressor_c(const ModelC* m, DataC* d, const double* q, const double* v,
                       const double* a, double* Y) noexcept nogil:
     """Y (nv, 10 nbodies + 4 n_actuated), row-major: tau = Y [theta; friction]."""
-    cdef int i, j, k, c, par, ncol = 10 * m.nbodies + 4 * m.n_actuated
-    cdef double Sq[6]
-    cdef double Sa[6]
-    cdef double t[6]
-    cdef double vl[6]
-    cdef double al[6]
-    cdef double* V
-    cdef double* A
-    cdef double* B
+    _regressor_zeros(m, d, Y)
+    _regressor_blocks(m, d, q, v, a, Y)
+
+
+cdef void _regressor_zeros(const ModelC* m, DataC* d, double* Y) noexcept nogil:
+    """Zero every entry of Y that _regressor_blocks does not write."""
+    cdef int i, k, par, last, ncol = 10 * m.nbodies + 4 * m.n_actuated
     cdef double* row
-    cdef const double* S
-    cdef int fi, last
     cdef double* lastd = d.scratch
     # Bodies are in depth-first preorder (checked by Model), so body b's subtree
     # is the range [b, last(b)] and row k of b's joint is only written in the
@@ -903,6 +898,25 @@ cdef void regressor_c(const ModelC* m, DataC* d, const double* q, const double* 
             row = &Y[ncol * k]
             memset(row, 0, 10 * i * sizeof(double))
             memset(&row[10 * (last + 1)], 0, (ncol - 10 * (last + 1)) * sizeof(double))
+
+
+cdef void _regressor_blocks(const ModelC* m, DataC* d, const double* q, const double* v,
+                            const double* a, double* Y) noexcept nogil:
+    """The entries of Y that can be nonzero (body blocks on their support
+    rows, friction columns); the rest must be zero already.  regressor_c
+    zeroes only that rest; the batch form memsets each state's whole block."""
+    cdef int i, j, k, c, par, ncol = 10 * m.nbodies + 4 * m.n_actuated
+    cdef double Sq[6]
+    cdef double Sa[6]
+    cdef double t[6]
+    cdef double vl[6]
+    cdef double al[6]
+    cdef double* V
+    cdef double* A
+    cdef double* B
+    cdef double* row
+    cdef const double* S
+    cdef int fi
     _placements(m, d, q)
     for i in range(m.nbodies):
         par = m.parent[i]

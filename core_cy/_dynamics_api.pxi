@@ -604,12 +604,44 @@ def integrate(Model model not None, q, v, double dt=1.0, out=None):
 
 # ---------------------------------------------------------------------------
 # batch forms: GIL released for the whole sweep; threads > 1 splits the N
-# states into contiguous chunks, one per OpenMP thread, each on its own Data
+# states into contiguous chunks, one per POSIX thread, each on its own Data
 # ---------------------------------------------------------------------------
 
+# POSIX threads rather than OpenMP (prange): libgomp's threads spin at the
+# end of a parallel region, and on a machine whose other cores are busy
+# (the controller's real-time loop, other jobs) the spinning thread took
+# the core from the one still working: 2 threads measured up to 8x *slower*
+# than threads=1 on the 2-core dev box under load (load average 3.5), where
+# pthread_join sleeps and the same sweep took 1.0x.
+# Threads are started per call (~10-20 us each, glibc reuses their stacks).
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t   # opaque to us: only stored and passed back
+    ctypedef struct pthread_attr_t:
+        pass
+    int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
+                       void* (*start)(void*) noexcept nogil, void* arg)
+    int pthread_join(pthread_t thread, void** retval)
+
 cdef enum:
-    # upper bound of threads=: the per-call tables of workspaces live on the stack
+    # upper bound of threads=: the per-call job tables live on the stack
     _MAX_THREADS = 256
+
+cdef enum:
+    _KERNEL_RNEA = 0
+    _KERNEL_ABA = 1
+    _KERNEL_REGRESSOR = 2
+
+cdef struct _BatchJob:
+    int kernel                  # _KERNEL_*
+    const ModelC* m
+    DataC* d                    # this chunk's own workspace
+    const double* Q             # (N, nq), whole batch
+    const double* V             # (N, nv)
+    const double* A             # (N, nv): accelerations, or torques for ABA
+    double* out                 # (N, nv) or (N, nv, ncol)
+    Py_ssize_t k0, k1           # rows [k0, k1) of this chunk
+    Py_ssize_t bad              # ABA: first singular row of the chunk, else -1
+    int rc                      # ABA: its aba_c code
 
 # Data._arrays key of the extra per-thread workspaces (created once, reused)
 _WORKERS_KEY = "_batch_workspaces"
@@ -655,59 +687,111 @@ cdef int _batch_threads(object threads, Py_ssize_t n) except -1:
     return 1 if t < 1 else <int>t
 
 
-cdef int _batch_workspaces(Data d, int nthreads, DataC** ws) except -1:
-    """ws[0] = d, ws[1:nthreads] = extra workspaces cached on d (made once)."""
+cdef int _batch_jobs(int kernel, Model model, Data d, int nt, Py_ssize_t n, object Q,
+                     object V, object A, object out, _BatchJob* jobs) except -1:
+    """Fill jobs[0:nt]: chunk t = rows [n t / nt, n (t + 1) / nt) on workspace t.
+
+    Workspace 0 is ``d``; the nt - 1 others are cached on ``d`` (made once).
+    """
     cdef list extra
     cdef int t
-    ws[0] = &d.c
-    if nthreads == 1:
-        return 0
-    extra = d._arrays.get(_WORKERS_KEY)
-    if extra is None:
-        extra = []
-        d._arrays[_WORKERS_KEY] = extra
-    while len(extra) < nthreads - 1:
-        extra.append(Data(d.model))
-    for t in range(1, nthreads):
-        ws[t] = &(<Data>extra[t - 1]).c
+    if nt > 1:
+        extra = d._arrays.get(_WORKERS_KEY)
+        if extra is None:
+            extra = []
+            d._arrays[_WORKERS_KEY] = extra
+        while len(extra) < nt - 1:
+            extra.append(Data(model))
+    for t in range(nt):
+        jobs[t].kernel = kernel
+        jobs[t].m = &model.c
+        jobs[t].d = &d.c if t == 0 else &(<Data>extra[t - 1]).c
+        jobs[t].Q = _p(Q)
+        jobs[t].V = _p(V)
+        jobs[t].A = _p(A)
+        jobs[t].out = _p(out)
+        jobs[t].k0 = (n * t) // nt
+        jobs[t].k1 = (n * (t + 1)) // nt
+        jobs[t].bad = -1
+        jobs[t].rc = 0
     return 0
 
 
-# The row loops below are what threads=1 runs on the whole range and what each
-# thread runs on its chunk: every state goes through the same kernel call, so
-# the results do not depend on the number of threads, bit for bit.
-
-cdef void _rnea_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
-                     const double* A, double* T, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+cdef void* _run_job(void* arg) noexcept nogil:
+    # What threads=1 runs on the whole range and each thread on its chunk:
+    # every state goes through the same kernel call on a workspace of its
+    # own, so the results do not depend on the number of threads, bit for bit.
+    cdef _BatchJob* j = <_BatchJob*>arg
+    cdef const ModelC* m = j.m
     cdef Py_ssize_t k, nq = m.nq, nv = m.nv
-    for k in range(k0, k1):
-        rnea_c(m, d, Q + k * nq, V + k * nv, A + k * nv, NULL, 1, T + k * nv)
+    cdef Py_ssize_t ystride = nv * (10 * m.nbodies + 4 * m.n_actuated)
+    if j.kernel == _KERNEL_RNEA:
+        for k in range(j.k0, j.k1):
+            rnea_c(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv, NULL, 1, j.out + k * nv)
+    elif j.kernel == _KERNEL_ABA:
+        for k in range(j.k0, j.k1):
+            j.rc = aba_c(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv, NULL, j.out + k * nv)
+            if j.rc != 0:
+                j.bad = k
+                break
+    else:
+        # regressor_c with its zero fill done differently: one memset of the
+        # state's whole (nv, ncol) block, then the blocks that can be nonzero
+        # (the same values).  The batch output is cold memory: one long
+        # memset streams whole cache lines where regressor_c's 2 nv short
+        # ones (the better choice on its cache-resident data.Y) do not.
+        # Measured (N = 1000, loaded machine, best of 15): solo12 5.5-6.0 ->
+        # 4.5-4.8 us/state, talos 20-23 -> 14-21; ur5 unchanged.  One memset
+        # of the whole chunk first was worse (7 us on solo12): the zeros are
+        # evicted to memory before the blocks are written over them.
+        for k in range(j.k0, j.k1):
+            memset(j.out + k * ystride, 0, ystride * sizeof(double))
+            _regressor_blocks(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv,
+                              j.out + k * ystride)
+    return NULL
 
 
-cdef Py_ssize_t _aba_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
-                          const double* T, double* D, Py_ssize_t k0, Py_ssize_t k1,
-                          int* rc) noexcept nogil:
-    # first row whose articulated inertia is singular (its code in rc), else -1
-    cdef Py_ssize_t k, nq = m.nq, nv = m.nv
-    for k in range(k0, k1):
-        rc[0] = aba_c(m, d, Q + k * nq, V + k * nv, T + k * nv, NULL, D + k * nv)
-        if rc[0] != 0:
-            return k
-    return -1
+cdef void _run_jobs(_BatchJob* jobs, int nt) noexcept nogil:
+    # chunk 0 in the calling thread, the others in threads started here; a
+    # chunk whose thread cannot be started runs here too (same result, slower)
+    cdef pthread_t tids[_MAX_THREADS]
+    cdef bint started[_MAX_THREADS]
+    cdef int t
+    for t in range(1, nt):
+        started[t] = pthread_create(&tids[t], NULL, _run_job, &jobs[t]) == 0
+    _run_job(&jobs[0])
+    for t in range(1, nt):
+        if started[t]:
+            pthread_join(tids[t], NULL)
+        else:
+            _run_job(&jobs[t])
 
 
-cdef void _regressor_rows(const ModelC* m, DataC* d, const double* Q, const double* V,
-                          const double* A, double* Y, Py_ssize_t k0,
-                          Py_ssize_t k1) noexcept nogil:
-    cdef Py_ssize_t k, nq = m.nq, nv = m.nv
-    cdef Py_ssize_t stride = nv * (10 * m.nbodies + 4 * m.n_actuated)
-    for k in range(k0, k1):
-        regressor_c(m, d, Q + k * nq, V + k * nv, A + k * nv, Y + k * stride)
-
-
-cdef inline Py_ssize_t _chunk(Py_ssize_t n, int nthreads, int t) noexcept nogil:
-    # first row of chunk t of [0, n) cut into nthreads contiguous near-equal chunks
-    return (n * t) // nthreads
+cdef object _batch(int kernel, Model model, object Q, object V, object A, object out,
+                   object data, object threads, str nameA):
+    n, Q, V, A = _batch_args(model, Q, V, A, nameA)
+    cdef Data d = _batch_data(model, data)
+    cdef int nt = _batch_threads(threads, n), t
+    cdef _BatchJob jobs[_MAX_THREADS]
+    if kernel == _KERNEL_REGRESSOR:
+        shape = (n, model.c.nv, 10 * model.c.nbodies + 4 * model.c.n_actuated)
+    else:
+        shape = (n, model.c.nv)
+    out = np.empty(shape) if out is None else _check_out(out, shape, "out")
+    _batch_jobs(kernel, model, d, nt, n, Q, V, A, out, jobs)
+    with nogil:
+        if nt == 1:
+            _run_job(&jobs[0])
+        else:
+            _run_jobs(jobs, nt)
+    # chunks are in row order: the first chunk that failed has the first bad row
+    for t in range(nt):
+        if jobs[t].bad >= 0:
+            raise SingularInertiaError(
+                f"aba_batch row {jobs[t].bad}: articulated inertia of body "
+                f"'{model.body_names[jobs[t].rc - 1]}' is not positive definite "
+                f"in {model.source}")
+    return out
 
 
 def rnea_batch(Model model not None, Q, V, A, out=None, data=None, threads=1):
@@ -718,39 +802,24 @@ def rnea_batch(Model model not None, Q, V, A, out=None, data=None, threads=1):
     Q : (N, nq) float64; V, A : (N, nv) float64 [rad/s, rad/s^2, m/s, m/s^2]
     out : (N, nv) float64, optional
     data : Data, optional
-        Workspace (a new one otherwise); the GIL is released for the sweep.
+        Workspace (a new one per call otherwise).  The GIL is released for
+        the whole sweep.
     threads : int, optional
         1 (default): the whole sweep on ``data``, in the calling thread.
-        T > 1: the N states are cut into min(T, N) contiguous chunks run
-        at once by OpenMP threads, each on its own workspace: ``data`` and
-        T - 1 extra ones created on first use and cached on ``data`` (pass
-        the same ``data`` to allocate nothing per call).  0: ``os.cpu_count()``
-        threads.  Every state goes through the same kernel whatever T, so
-        the results are bit-identical to ``threads=1``.
+        T > 1: the N states are cut into min(T, N) contiguous chunks run at
+        once by POSIX threads (the calling one included), each on its own
+        workspace: ``data`` and T - 1 extra ones created on first use and
+        cached on ``data`` (pass the same ``data`` to allocate nothing per
+        call).  0: ``os.cpu_count()`` threads.  Every state goes through the
+        same kernel whatever T, so results are bit-identical to ``threads=1``.
+        Worth it from a few hundred states up and only on idle cores: each
+        call starts its threads (~10-20 us each).
 
     Returns
     -------
     tau : (N, nv) [N m, N], a new array unless ``out``.
     """
-    n, Q, V, A = _batch_args(model, Q, V, A, "A")
-    cdef Data d = _batch_data(model, data)
-    cdef int nt = _batch_threads(threads, n), t
-    out = np.empty((n, model.c.nv)) if out is None else _check_out(out, (n, model.c.nv), "out")
-    cdef DataC* ws[_MAX_THREADS]
-    _batch_workspaces(d, nt, ws)
-    cdef const ModelC* mc = &model.c
-    cdef double* pq = _p(Q)
-    cdef double* pv = _p(V)
-    cdef double* pa = _p(A)
-    cdef double* po = _p(out)
-    cdef Py_ssize_t nn = n
-    if nt == 1:
-        with nogil:
-            _rnea_rows(mc, ws[0], pq, pv, pa, po, 0, nn)
-    else:
-        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
-            _rnea_rows(mc, ws[t], pq, pv, pa, po, _chunk(nn, nt, t), _chunk(nn, nt, t + 1))
-    return out
+    return _batch(_KERNEL_RNEA, model, Q, V, A, out, data, threads, "A")
 
 
 def aba_batch(Model model not None, Q, V, TAU, out=None, data=None, threads=1):
@@ -761,10 +830,10 @@ def aba_batch(Model model not None, Q, V, TAU, out=None, data=None, threads=1):
     Q : (N, nq) float64; V, TAU : (N, nv) float64 [rad/s, N m, m/s, N]
     out : (N, nv) float64, optional
     data : Data, optional
-        Workspace (a new one otherwise); the GIL is released for the sweep.
+        Workspace (a new one per call otherwise); GIL released for the sweep.
     threads : int, optional
         Threads over contiguous chunks of the N states, as :func:`rnea_batch`
-        (1 default, 0 = all cores); bit-identical results.
+        (1 default, 0 = all cores); results bit-identical to ``threads=1``.
 
     Returns
     -------
@@ -773,43 +842,10 @@ def aba_batch(Model model not None, Q, V, TAU, out=None, data=None, threads=1):
     Raises
     ------
     core_cy.errors.SingularInertiaError
-        Naming the first row (lowest index) whose articulated inertia is
-        not positive definite; rows after it may be left unwritten.
+        Naming the first (lowest) row whose articulated inertia is not
+        positive definite; the rows after it in its chunk are not written.
     """
-    n, Q, V, TAU = _batch_args(model, Q, V, TAU, "TAU")
-    cdef Data d = _batch_data(model, data)
-    cdef int nt = _batch_threads(threads, n), t
-    out = np.empty((n, model.c.nv)) if out is None else _check_out(out, (n, model.c.nv), "out")
-    cdef DataC* ws[_MAX_THREADS]
-    cdef Py_ssize_t bad[_MAX_THREADS]
-    cdef int rcs[_MAX_THREADS]
-    _batch_workspaces(d, nt, ws)
-    cdef const ModelC* mc = &model.c
-    cdef double* pq = _p(Q)
-    cdef double* pv = _p(V)
-    cdef double* pt = _p(TAU)
-    cdef double* po = _p(out)
-    cdef Py_ssize_t nn = n, first = -1
-    cdef int rc = 0
-    if nt == 1:
-        with nogil:
-            first = _aba_rows(mc, ws[0], pq, pv, pt, po, 0, nn, &rc)
-    else:
-        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
-            rcs[t] = 0
-            bad[t] = _aba_rows(mc, ws[t], pq, pv, pt, po, _chunk(nn, nt, t),
-                               _chunk(nn, nt, t + 1), &rcs[t])
-        # chunks are in row order: the first chunk that failed has the first bad row
-        for t in range(nt):
-            if bad[t] >= 0:
-                first = bad[t]
-                rc = rcs[t]
-                break
-    if first >= 0:
-        raise SingularInertiaError(
-            f"aba_batch row {first}: articulated inertia of body "
-            f"'{model.body_names[rc - 1]}' is not positive definite in {model.source}")
-    return out
+    return _batch(_KERNEL_ABA, model, Q, V, TAU, out, data, threads, "TAU")
 
 
 def regressor_batch(Model model not None, Q, V, A, out=None, data=None, threads=1):
@@ -820,34 +856,14 @@ def regressor_batch(Model model not None, Q, V, A, out=None, data=None, threads=
     Q : (N, nq) float64; V, A : (N, nv) float64
     out : (N, nv, 10 nbodies + 4 n_actuated) float64, optional
     data : Data, optional
-        Workspace (a new one otherwise); the GIL is released for the sweep.
+        Workspace (a new one per call otherwise); GIL released for the sweep.
     threads : int, optional
         Threads over contiguous chunks of the N states, as :func:`rnea_batch`
-        (1 default, 0 = all cores); bit-identical results.
+        (1 default, 0 = all cores); results bit-identical to ``threads=1``.
 
     Returns
     -------
-    Y : (N, nv, 10 nbodies + 4 n_actuated), row k = :func:`regressor` of
+    Y : (N, nv, 10 nbodies + 4 n_actuated), ``Y[k]`` = :func:`regressor` of
     state k; a new array unless ``out``.
     """
-    n, Q, V, A = _batch_args(model, Q, V, A, "A")
-    cdef Data d = _batch_data(model, data)
-    cdef int nt = _batch_threads(threads, n), t
-    shape = (n, model.c.nv, 10 * model.c.nbodies + 4 * model.c.n_actuated)
-    out = np.empty(shape) if out is None else _check_out(out, shape, "out")
-    cdef DataC* ws[_MAX_THREADS]
-    _batch_workspaces(d, nt, ws)
-    cdef const ModelC* mc = &model.c
-    cdef double* pq = _p(Q)
-    cdef double* pv = _p(V)
-    cdef double* pa = _p(A)
-    cdef double* po = _p(out)
-    cdef Py_ssize_t nn = n
-    if nt == 1:
-        with nogil:
-            _regressor_rows(mc, ws[0], pq, pv, pa, po, 0, nn)
-    else:
-        for t in prange(nt, nogil=True, num_threads=nt, schedule="static", chunksize=1):
-            _regressor_rows(mc, ws[t], pq, pv, pa, po, _chunk(nn, nt, t), _chunk(nn, nt, t + 1))
-    return out
-
+    return _batch(_KERNEL_REGRESSOR, model, Q, V, A, out, data, threads, "A")

@@ -46,12 +46,17 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from core_cy._dynamics import Data, Model, crba, forward_kinematics, frame_jacobian
-from core_cy._dynamics import nonlinear_effects
+from core_cy._dynamics import (
+    Data,
+    Model,
+    crba,
+    forward_kinematics,
+    frame_jacobian,
+    nonlinear_effects,
+)
 from core_cy.contact import plane_frame
 from core_cy.errors import CoreError
 from core_cy.sim_model import ContactPoints, Ground
@@ -213,7 +218,8 @@ class ContactProblem:
     point Jacobians; N, S, T (k, nv) normal and tangent rows; frame (3, 3)
     contact axes (t1, t2, n); bias_n (k,) = (N v + phi~/dt)/dt, bias_s, bias_t
     (k,) = S v / dt, T v / dt; a_q (na,) prescribed joint acceleration;
-    mu (k,); gap (k,) [m].
+    mu (k,); gap (k,) [m].  Only the contacts with gap < margin are kept
+    (``index`` says which of the caller's); the others get no force.
     """
 
     M: np.ndarray
@@ -232,6 +238,8 @@ class ContactProblem:
     dt: float
     v: np.ndarray
     weight: float
+    index: np.ndarray          # (k,) positions of these contacts in the caller's list
+    k_total: int               # length of the caller's list (contacts past the margin dropped)
 
     @property
     def k(self) -> int:
@@ -273,7 +281,7 @@ def _point_jacobians(model, data, q, cs: ContactSet, normal, plane_point):
 
 def build_problem(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, *,
                   dt: float = 1e-3, ground: Ground | None = None, baumgarte: float = 0.2,
-                  armature=0.0) -> ContactProblem:
+                  margin: float = 0.005, armature=0.0) -> ContactProblem:
     """Evaluate M, h, contact rows and biases at (q, v); see :func:`solve`."""
     if not model.floating_base:
         raise FloatingBaseError(f"inverse dynamics with contact: {model.source} was loaded "
@@ -299,12 +307,16 @@ def build_problem(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, *,
     M[NB:, NB:] += np.diag(np.broadcast_to(np.asarray(armature, dtype=float), (na,)))
     h = np.array(nonlinear_effects(model, data, q, v), dtype=float)
     Jc = np.einsum("ji,kjn->kin", frame, Jw.reshape(k, 3, -1))  # rows (t1, t2, n) per contact
-    S, T, N = Jc[:, 0], Jc[:, 1], Jc[:, 2]
+    S, T, N = Jc[:, 0].copy(), Jc[:, 1].copy(), Jc[:, 2].copy()
     phi = np.where(gap < 0.0, baumgarte * gap, gap)
     weight = float(model.total_mass * np.linalg.norm(model.gravity))
-    return ContactProblem(M, h, Jw, N.copy(), S.copy(), T.copy(), frame,
-                          (N @ v + phi / dt) / dt, S @ v / dt, T @ v / dt,
-                          qdd_des[NB:].copy(), mu, gap, float(dt), v.copy(), weight)
+    keep = np.flatnonzero(gap < margin)
+    Jw = Jw.reshape(k, 3, -1)[keep].reshape(3 * keep.size, model.nv)
+    N, S, T = N[keep], S[keep], T[keep]
+    return ContactProblem(M, h, Jw, N, S, T, frame,
+                          (N @ v + phi[keep] / dt) / dt, S @ v / dt, T @ v / dt,
+                          qdd_des[NB:].copy(), mu[keep], gap[keep], float(dt), v.copy(), weight,
+                          keep, k)
 
 
 def _arr(x, name, shape):
@@ -499,7 +511,7 @@ def _consistent_joint_accel(p: ContactProblem):
     beq = -np.concatenate([p.bias_s, p.bias_t])
     sol = _qp_solve(P, q, -p.N, p.bias_n, Aeq, beq, what="§4.5 fallback QP (nearest joint "
                     "acceleration that keeps every contact sticking)")
-    return sol.x[NB:]
+    return sol[NB:]
 
 
 def _pyramid_rows(p: ContactProblem):
@@ -512,7 +524,7 @@ def _coulomb(p: ContactProblem):
     Ainv = np.linalg.inv(A)
     k = p.k
     R = _pyramid_rows(p)
-    Rb, Rq = R[:NB], R[NB:]
+    Rb = R[:NB]
     Nrows, Frows = R[:, :k].T, R[:, k:].T            # (k, nv), (4k, nv)
     a_star = np.concatenate([Ainv @ d_b, p.a_q])      # zero contact force
     bias_F = np.concatenate([p.bias_s, -p.bias_s, p.bias_t, -p.bias_t])
@@ -540,10 +552,17 @@ def _coulomb(p: ContactProblem):
 
 
 def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver="clarabel", what="QP"):
+    """qpsolvers call, then an active-set polish of the answer.
+
+    Clarabel to 1e-8 is robust but leaves ~1e-5 relative error in the forces;
+    the polish solves the KKT system of the active set it identified exactly
+    (OSQP's idea) and is kept only if it is feasible with dual multipliers of
+    the right sign, so the answer is the optimum to round-off.
+    """
     from qpsolvers import Problem, solve_problem
 
     prob = Problem(P, q, G, h, A, b, lb, None)
-    opts = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11,
+    opts = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9,
             "max_iter": 200} if solver == "clarabel" else {}
     with warnings.catch_warnings():
         # dense matrices are converted to sparse, and "AlmostSolved" is
@@ -551,11 +570,77 @@ def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver="clarabel", what="QP")
         warnings.simplefilter("ignore")
         sol = solve_problem(prob, solver=solver, **opts)
     res = _primal_residual(prob, sol.x)
-    if not (sol.found or ("Almost" in str(sol.extras.get("status", "")) and res < 1e-8)):
+    scale = max(1.0, np.abs(h).max() if h is not None and h.size else 1.0,
+                np.abs(b).max() if b is not None and b.size else 1.0)
+    if not (sol.found or res < 1e-6 * scale):
         raise InfeasibleError(f"{what}: {solver} found no solution "
                               f"(status {sol.extras.get('status', '?')}, primal residual "
                               f"{res:.3g})", res)
-    return sol
+    x = _polish(prob, sol)
+    return x if x is not None else np.maximum(sol.x, 0.0 if lb is not None else -np.inf)
+
+
+def _polish(prob, sol):
+    """Exact solve on the active set of an interior-point answer, or None.
+
+    P is singular here (many optimal forces), so a proximal term
+    sigma ||x - x_k||^2 with refinement passes picks the KKT point nearest
+    the solver's x rather than a minimum-norm one.  Constraints the polished
+    point violates join the active set and the solve is repeated.
+    """
+    x0 = sol.x
+    n = x0.size
+    G = prob.G if prob.G is not None else np.zeros((0, n))
+    h = prob.h if prob.h is not None else np.zeros(0)
+    # every inequality as a row of Gall x <= hall (bounds as -x <= -lb)
+    Gall = np.vstack([G, -np.eye(n)]) if prob.lb is not None else G
+    hall = np.concatenate([h, -prob.lb]) if prob.lb is not None else h
+    z = sol.z if sol.z is not None and sol.z.size == h.size else np.zeros(h.size)
+    duals = z
+    if prob.lb is not None:
+        zb = -sol.z_box if sol.z_box is not None and sol.z_box.size == n else np.zeros(n)
+        duals = np.concatenate([z, zb])
+    act = duals > hall - Gall @ x0
+    Aeq = prob.A if prob.A is not None else np.zeros((0, n))
+    beq = prob.b if prob.b is not None else np.zeros(0)
+    scale = max(1.0, np.abs(prob.q).max(), np.abs(hall).max() if hall.size else 1.0,
+                np.abs(beq).max() if beq.size else 1.0)
+    sigma = 1e-7 * max(1.0, np.abs(prob.P).max())
+    for _ in range(4 * n):
+        C = np.vstack([Aeq, Gall[act]])
+        d = np.concatenate([beq, hall[act]])
+        m = C.shape[0]
+        K = np.block([[prob.P, C.T], [C, np.zeros((m, m))]])
+        reg = np.diag(np.concatenate([np.full(n, sigma), np.full(m, -1e-14)]))
+        rhs = np.concatenate([-prob.q, d])
+        sk = np.concatenate([x0, np.zeros(m)])
+        try:
+            for _ in range(12):
+                step = np.linalg.solve(K + reg, rhs - K @ sk)
+                sk = sk + step
+                if np.abs(step).max() < 1e-15 * max(1.0, np.abs(sk).max()):
+                    break
+        except np.linalg.LinAlgError:
+            return None
+        x, lam = sk[:n], sk[n:]
+        viol = Gall @ x - hall > 1e-12 * scale
+        if viol.any():
+            act |= viol
+            continue
+        lam_in = lam[Aeq.shape[0]:]
+        if lam_in.size and lam_in.min() < -1e-8 * scale:
+            # a constraint the interior point only grazed: release the worst
+            act[np.flatnonzero(act)[int(np.argmin(lam_in))]] = False
+            continue
+        break
+    else:
+        return None
+    if (np.abs(K[:n] @ sk - rhs[:n]).max() > 1e-9 * scale
+            or np.abs(C @ x - d).max(initial=0.0) > 1e-9 * scale):
+        return None
+    if prob.lb is not None:
+        x = np.maximum(x, prob.lb)
+    return x
 
 
 def _primal_residual(prob, x) -> float:
@@ -601,7 +686,7 @@ def _qp(p: ContactProblem, solver="clarabel"):
     s1 = _qp_solve(0.5 * (P1 + P1.T), q1, G1, h1, lb=np.zeros(5 * k), solver=solver,
                    what="inverse dynamics Stage I")
     t1 = time.perf_counter()
-    f0 = np.maximum(s1.x, 0.0)
+    f0 = s1
     y0 = Rb @ f0
     a_b = Ainv @ (d_b + y0)
     info = {"stage_times": {"stage1": t1 - t0}, "iterations": -1}
@@ -619,7 +704,7 @@ def _qp(p: ContactProblem, solver="clarabel"):
         s2 = _qp_solve(0.5 * (P2 + P2.T), q2, Gf if finite.size else None,
                        np.zeros(finite.size) if finite.size else None, Rb, y0,
                        lb=np.zeros(5 * k), solver=solver, what="inverse dynamics Stage II")
-        f = np.maximum(s2.x, 0.0)
+        f = s2
         info["stage_times"]["stage2"] = time.perf_counter() - t1
         a_b = Ainv @ (d_b + Rb @ f)
     f_n = f[:k]
@@ -632,7 +717,11 @@ def _qp(p: ContactProblem, solver="clarabel"):
 def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabel") -> Result:
     """Solve a :class:`ContactProblem` built by :func:`build_problem`."""
     t0 = time.perf_counter()
-    if variant == "qp":
+    if p.k == 0:   # every contact past the margin: free flight
+        A, d_b = p.base_terms()
+        f_n = f_t1 = f_t2 = np.zeros(0)
+        a_b, a_q, info = np.linalg.solve(A, d_b), p.a_q, {"iterations": 0}
+    elif variant == "qp":
         f_n, f_t1, f_t2, a_b, a_q, info = _qp(p, solver)
     elif variant == "lcp_noslip":
         f_n, f_t1, f_t2, a_b, a_q, info = _noslip(p)
@@ -644,21 +733,25 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabe
     Rf = p.N.T @ f_n + p.S.T @ f_t1 + p.T.T @ f_t2          # J^T f, generalized [N]
     gen = p.M @ qdd + p.h - Rf
     tau = gen[NB:]
-    forces = (p.frame @ np.vstack([f_t1, f_t2, f_n])).T     # (k, 3) world
+    forces = np.zeros((p.k_total, 3))
+    forces[p.index] = (p.frame @ np.vstack([f_t1, f_t2, f_n])).T     # world
+    active = np.zeros(p.k_total, dtype=bool)
+    active[p.index] = f_n > 1e-9 * p.weight
     w_n = p.N @ qdd + p.bias_n
     d = Diagnostics(
         iterations=int(info.get("iterations", -1)),
         residual=float(np.abs(gen[:NB]).max()),
         complementarity=float(max(np.abs(f_n * w_n).max() if p.k else 0.0,
                                   info.get("complementarity", 0.0))),
-        cone_violation=float(max(0.0, np.max(-f_n), np.max(
-            np.where(np.isfinite(p.mu), np.abs(f_t1) + np.abs(f_t2) - p.mu * f_n, -np.inf)))),
-        penetration=float(max(0.0, -w_n.min())),
+        cone_violation=float(max(0.0, np.max(-f_n, initial=0.0), np.max(
+            np.where(np.isfinite(p.mu), np.abs(f_t1) + np.abs(f_t2) - p.mu * f_n, -np.inf),
+            initial=0.0))),
+        penetration=float(max(0.0, -w_n.min(initial=0.0))),
         stage_times=info.get("stage_times", {}),
         regularization=float(info.get("regularization", 0.0)),
         fallback=bool(info.get("fallback", False)),
         stage2=bool(info.get("stage2", False)),
-        active=f_n > 1e-9 * p.weight,
+        active=active,
     )
     d.solve_time = time.perf_counter() - t0
     return Result(tau, forces, qdd, p.v + p.dt * qdd, variant, d)
@@ -666,7 +759,7 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabe
 
 def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: str = "qp", *,
           dt: float = 1e-3, ground: Ground | None = None, baumgarte: float = 0.2,
-          armature=0.0, solver: str = "clarabel") -> Result:
+          margin: float = 0.005, armature=0.0, solver: str = "clarabel") -> Result:
     """Joint torques and contact forces that realise ``qdd_des`` (seed 003).
 
     Parameters
@@ -678,14 +771,19 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
         the contacts then produce (returned in ``Result.qdd``)
     contacts : :class:`core_cy.sim_model.ContactPoints` (e.g. from
         ``contact_points_from_urdf``) or a list of link names (point contacts
-        at the link origins); every contact is a candidate (``phi`` from the
-        ground geometry, the constraint holds for open gaps too)
+        at the link origins).  Those with gap < ``margin`` are candidates:
+        ``n^T v+ >= -phi/dt`` holds for open gaps too (Anitescu-Hart), and
+        ``lcp_noslip`` holds every candidate's tangential velocity at zero
+        (the paper's model: pass only the contacts that should stick)
     mu : float or (k,) friction coefficients; ``inf`` drops the pyramid
         (QP,inf); ``lcp_noslip`` ignores it
     variant : "qp" | "lcp_noslip" | "lcp_coulomb"
     dt : float [s], the control step the impulses are spread over
     ground : :class:`core_cy.sim_model.Ground`, default the plane z = 0
     baumgarte : fraction of a penetration removed per step (as the simulator)
+    margin : float [m]; contacts whose gap is not below it take no force
+        (the simulator's rule; without it the complementarity-free QP would
+        push with a foot in the air whenever that lowers the kinetic energy)
     armature : float or (n_joints,) [kg m^2] added to M's joint diagonal
         (the servo rotor inertia the simulator adds)
     solver : qpsolvers backend for the QP variant (needs PSD costs: clarabel)
@@ -704,7 +802,7 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
     if variant not in VARIANTS:
         raise ValueError(f"variant: {variant!r}; choose one of {', '.join(VARIANTS)}")
     p = build_problem(model, data, q, v, qdd_des, contacts, mu, dt=dt, ground=ground,
-                      baumgarte=baumgarte, armature=armature)
+                      baumgarte=baumgarte, margin=margin, armature=armature)
     res = solve_problem(p, variant, solver)
     res.diagnostics.solve_time = time.perf_counter() - t0
     return res

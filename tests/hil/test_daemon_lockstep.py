@@ -307,6 +307,9 @@ def test_hardware_error_faults_on_the_same_tick(tmp_path):
     tel = read_telemetry(tmp_path / "h.sltl")
     assert fault_row(tel) - tick_of_time(0.1) <= 1
     assert any(e["kind"] == "servo_error" for e in tel.events)
+    # the alerted servo's reply to torque off carries the alert: still a done write
+    assert not [w for w in s["warnings"] if w.startswith("torque off failed")]
+    assert not any(rig.servo(sv.id).torque_enabled for sv in cfg.servos)
 
 
 def test_hardware_error_reboot_and_restore(tmp_path):

@@ -124,13 +124,13 @@ def test_published_bam_m3_baseline(bam_logs):
 
 def test_cross_validated_mae_beats_seed000_refit(bam_logs):
     """The headline property on real data: fit on one firmware gain, predict the other; the
-    voltage-drive model's held-out MAE beats seed 000's model refit the same way."""
+    voltage-drive model's (v3) held-out MAE beats seed 000's model refit the same way."""
     recs = load_resampled(bam_logs)
 
     def cv_mean(name, evals):
         folds = cross_validate_by_gain(name, recs, evals=evals, method="cmaes")
         return np.mean([r["mae_rad"] for f in folds for r in f.logs if r["role"] == "holdout"])
 
-    ours = cv_mean("m3", 800)
+    ours = cv_mean("v3", 800)
     seed = cv_mean("seed000", 300)
     assert ours < seed

@@ -325,12 +325,15 @@ def test_log_errors_name_the_file(tmp_path):
 def test_command_runs_and_writes_the_report(log_file, tmp_path, capsys):
     import argparse
 
+    from controller.cli import main
+
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     out = tmp_path / "inertial.yaml"
-    args = parser.parse_args(["--log", str(log_file), "--urdf", str(robots.urdf_path("arm")),
-                              "--method", "friction", "--decimation", "5", "--out", str(out), "--json"])
-    assert command.run(args) == 0
+    argv = ["--log", str(log_file), "--urdf", str(robots.urdf_path("arm")),
+            "--method", "friction", "--decimation", "5", "--out", str(out), "--json"]
+    # through the one command line, as a user types it
+    assert main(["calibrate", "inertial", *argv]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["consistency"]["ok"] is True
     assert set(report["rms_torque_per_joint"]) == set(robots_arm_joints())
