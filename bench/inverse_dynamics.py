@@ -27,8 +27,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> dict:
-    from core_cy import inverse_dynamics as ID
     from core_cy._dynamics import Data, Model
+
+    from core_cy import inverse_dynamics as ID
     from core_cy.sim import SimConfig, Simulator
     from core_cy.sim_gait import stand_goals
     from core_cy.sim_model import ContactPoints, contact_points_from_urdf

@@ -19,7 +19,8 @@ Variants (digest §§3-5):
 
 - ``"lcp_noslip"`` (A, ID LCP,inf): sticking contacts, normal complementarity;
   Alg. 1 keeps the linearly independent tangent rows, the normal LCP is
-  solved by Lemke; an inconsistent desired acceleration (a leg splay) falls
+  solved by Alg. 2 (principal pivoting, warm-started from a
+  :class:`WarmStart`; Lemke if it cycles); an inconsistent desired acceleration (a leg splay) falls
   back to the nearest consistent joint acceleration (§4.5), reported in
   ``diagnostics.fallback``.
 - ``"lcp_coulomb"`` (B, ID LCP,mu): Anitescu-Potra LCP with the 4-edge
@@ -68,6 +69,7 @@ __all__ = [
     "FloatingBaseError",
     "InfeasibleError",
     "ContactSet",
+    "WarmStart",
     "Diagnostics",
     "Result",
     "ContactProblem",
@@ -75,10 +77,18 @@ __all__ = [
     "solve",
     "solve_problem",
     "lemke",
+    "ppm",
     "find_indices",
 ]
 
 VARIANTS = ("qp", "lcp_noslip", "lcp_coulomb")
+# HiGHS's QP solver is a primal active-set method that accepts a PSD cost:
+# it returns the optimum to round-off where clarabel (interior point) stops
+# ~1e-5 N off and needs the polish below (measured: bench/inverse_dynamics.py)
+DEFAULT_QP_SOLVER = "highs"
+# ... but Stage II (a huge optimal face when contacts are many or duplicated)
+# stalls HiGHS's active set (5 s at 40 contacts); clarabel + polish takes ms
+STAGE2_SOLVER = {"highs": "clarabel"}
 NB = 6  # unactuated (free-flyer) DOF
 
 
@@ -164,6 +174,16 @@ class ContactSet:
         return cls(np.array(body, dtype=int), np.array(pos), np.zeros(len(body)), tuple(contacts))
 
 
+@dataclass
+class WarmStart:
+    """Active contact set carried from one ``lcp_noslip`` call to the next (§4.6).
+
+    Indices refer to the contacts within the margin, in the caller's order.
+    """
+
+    active: list = field(default_factory=list)
+
+
 # --------------------------------------------------------------------------
 # results
 @dataclass
@@ -179,6 +199,8 @@ class Diagnostics:
     regularization: Tikhonov term Lemke needed (0 = none);
     fallback: the §4.5 consistency QP changed the joint acceleration;
     stage2: Stage II ran (nullspace of Stage I's Hessian not empty);
+    nullity: that nullspace's dimension (>= 5k - 6, erratum E5);
+    tau_stage1, qdd_stage1: Stage I's own answer (qp only), for §9.16;
     active: (k,) normal force above 1e-9 of the weight.
     """
 
@@ -192,6 +214,9 @@ class Diagnostics:
     regularization: float = 0.0
     fallback: bool = False
     stage2: bool = False
+    nullity: int = 0
+    tau_stage1: np.ndarray | None = None
+    qdd_stage1: np.ndarray | None = None
     active: np.ndarray | None = None
 
 
@@ -403,6 +428,45 @@ def _lemke_regularized(Q, r):
                           getattr(last, "residual", float("nan")))
 
 
+def ppm(Q, r, active=(), tol: float | None = None, max_iter: int | None = None):
+    """Alg. 2 (modified PPM I) for the PSD no-slip LCP w = Q z + r, warm-started.
+
+    ``active`` is the previous call's active set (indices with z > 0, the
+    paper's "non-basic" set, erratum E9); if a solution with that set exists
+    it is the one returned, so the force split does not jump between calls
+    (§4.6).  Returns (z, w, iterations, active) or None when it cycles or
+    stalls (the caller then falls back to Lemke).  The sub-block Q[a, a] may be
+    singular (rank(Q) < |a|, erratum E9): least squares, then a check.
+    """
+    n = r.shape[0]
+    scale = max(1.0, np.abs(Q).max(initial=0.0), np.abs(r).max(initial=0.0))
+    tol = tol or 1e-10 * scale
+    if n == 0 or r.min() >= -tol:
+        return np.zeros(n), r.copy(), 0, []
+    act = [int(i) for i in active if 0 <= int(i) < n] or [int(np.argmin(r))]
+    seen = set()
+    for it in range(1, (max_iter or 4 * n + 10) + 1):
+        key = tuple(sorted(act))
+        if key in seen:
+            return None
+        seen.add(key)
+        z = np.zeros(n)
+        if act:
+            z[act] = np.linalg.lstsq(Q[np.ix_(act, act)], -r[act], rcond=1e-12)[0]
+        w = Q @ z + r
+        if act and z[act].min() < -tol:
+            act.remove(act[int(np.argmin(z[act]))])
+            continue
+        if act and np.abs(w[act]).max() > tol:
+            return None                     # singular block with no exact solution
+        free = np.setdiff1d(np.arange(n), act)
+        if free.size and w[free].min() < -tol:
+            act.append(int(free[np.argmin(w[free])]))
+            continue
+        return np.maximum(z, 0.0), w, it, sorted(act)
+    return None
+
+
 # --------------------------------------------------------------------------
 # Alg. 1 (Find-Indices) in reduced form: X^T M^-1 X nonsingular with X = [P^T, rows^T]
 # is equivalent to rows_b A^-1 rows_b^T nonsingular (Schur complement on P).
@@ -435,20 +499,20 @@ def find_indices(Ainv, S_b, T_b, rel_tol: float = 1e-10):
 
 # --------------------------------------------------------------------------
 # variants; each returns (f_n, f_t1, f_t2, a_b, a_q, info)
-def _noslip(p: ContactProblem):
+def _noslip(p: ContactProblem, warm=None):
     A, d_b = p.base_terms()
     Ainv = np.linalg.inv(A)
     ks, kt = find_indices(Ainv, p.S[:, :NB], p.T[:, :NB])
     info = {"fallback": False}
     a_q = p.a_q
-    f_n, f_t, a_b, it, viol, K, e_t_fn = _noslip_lcp(p, Ainv, ks, kt, a_q)
+    f_n, f_t, a_b, it, viol = _noslip_lcp(p, Ainv, ks, kt, a_q, warm)
     if viol > _kin_tol(p):
         # §4.5: the desired joint acceleration cannot be met without slipping;
         # take the nearest one that can, then solve the LCP again (E10: we keep
         # f_n complementary by re-solving rather than fixing f_n)
         a_q = _consistent_joint_accel(p)
         info["fallback"] = True
-        f_n, f_t, a_b, it2, viol, K, _ = _noslip_lcp(p, Ainv, ks, kt, a_q)
+        f_n, f_t, a_b, it2, viol = _noslip_lcp(p, Ainv, ks, kt, a_q, warm)
         it += it2
         if viol > _kin_tol(p):
             raise InfeasibleError(f"no-slip inverse dynamics: contact constraints violated by "
@@ -462,10 +526,16 @@ def _noslip(p: ContactProblem):
 
 
 def _kin_tol(p):
-    return 1e-7 * max(1.0, np.abs(p.bias_n).max(), np.abs(p.a_q).max() if p.a_q.size else 1.0)
+    """Contact-acceleration error [m/s^2] below which qdd_des counts as consistent.
+
+    Relative to gravity and the tangential/joint terms (not bias_n: a gap
+    over dt^2 can be 1e5 m/s^2).  Settled stances leave ~2e-7 m/s^2 here.
+    """
+    return 1e-7 * max(9.81, np.abs(p.a_q).max(initial=0.0),
+                      np.abs(p.bias_s).max(initial=0.0), np.abs(p.bias_t).max(initial=0.0))
 
 
-def _noslip_lcp(p: ContactProblem, Ainv, ks, kt, a_q):
+def _noslip_lcp(p: ContactProblem, Ainv, ks, kt, a_q, warm=None):
     """MLCP -> LCP (App. C) with x = [a_b; f_t], z = f_n; returns violation of dropped rows."""
     B = p.M[:NB, NB:]
     d_b = -B @ a_q - p.h[:NB]
@@ -483,7 +553,14 @@ def _noslip_lcp(p: ContactProblem, Ainv, ks, kt, a_q):
     Q = Nb @ Phi @ Nb.T
     Q = 0.5 * (Q + Q.T)
     r = Nb @ a_star + p.N[:, NB:] @ a_q + p.bias_n
-    f_n, _, it, _ = _lemke_regularized(Q, r)
+    out = ppm(Q, r, warm.active if warm is not None else ())
+    if out is None:
+        f_n, _, it, _ = _lemke_regularized(Q, r)
+        active = [int(i) for i in np.flatnonzero(f_n > 0)]
+    else:
+        f_n, _, it, active = out
+    if warm is not None:
+        warm.active = active
     rhs = d_b + Nb.T @ f_n
     if K.shape[0]:
         f_t = -Gi @ (e_t + K @ Ainv @ rhs)
@@ -494,7 +571,7 @@ def _noslip_lcp(p: ContactProblem, Ainv, ks, kt, a_q):
     a = np.concatenate([a_b, a_q])
     viol = max(np.abs(p.S @ a + p.bias_s).max(), np.abs(p.T @ a + p.bias_t).max(),
                max(0.0, -(p.N @ a + p.bias_n).min()))
-    return f_n, f_t, a_b, it, viol, K, e_t
+    return f_n, f_t, a_b, it, viol
 
 
 def _consistent_joint_accel(p: ContactProblem):
@@ -509,7 +586,8 @@ def _consistent_joint_accel(p: ContactProblem):
     q = np.concatenate([np.zeros(NB), -p.a_q])
     Aeq = np.vstack([p.S, p.T])
     beq = -np.concatenate([p.bias_s, p.bias_t])
-    sol = _qp_solve(P, q, -p.N, p.bias_n, Aeq, beq, what="§4.5 fallback QP (nearest joint "
+    # clarabel: the equalities are redundant when contacts repeat, which HiGHS rejects
+    sol = _qp_solve(P, q, -p.N, p.bias_n, Aeq, beq, solver="clarabel", what="§4.5 fallback QP (nearest joint "
                     "acceleration that keeps every contact sticking)")
     return sol[NB:]
 
@@ -551,19 +629,21 @@ def _coulomb(p: ContactProblem):
                                          "complementarity": comp, "lam": z[5 * k:]}
 
 
-def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver="clarabel", what="QP"):
-    """qpsolvers call, then an active-set polish of the answer.
+def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver=DEFAULT_QP_SOLVER, what="QP"):
+    """qpsolvers call (then, for an interior-point backend, a polish).
 
-    Clarabel to 1e-8 is robust but leaves ~1e-5 relative error in the forces;
-    the polish solves the KKT system of the active set it identified exactly
-    (OSQP's idea) and is kept only if it is feasible with dual multipliers of
-    the right sign, so the answer is the optimum to round-off.
+    Clarabel to 1e-9 is robust but leaves ~1e-5 relative error in the
+    forces; the polish solves the KKT system of the active set it identified
+    (OSQP's idea) and is kept only if it is feasible with multipliers of the
+    right sign.  HiGHS (active set) runs with 1e-12 feasibility tolerances.
     """
     from qpsolvers import Problem, solve_problem
 
     prob = Problem(P, q, G, h, A, b, lb, None)
-    opts = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9,
-            "max_iter": 200} if solver == "clarabel" else {}
+    opts = {"clarabel": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9,
+                         "max_iter": 200},
+            "highs": {"primal_feasibility_tolerance": 1e-12,
+                      "dual_feasibility_tolerance": 1e-12}}.get(solver, {})
     with warnings.catch_warnings():
         # dense matrices are converted to sparse, and "AlmostSolved" is
         # judged below by the primal residual instead
@@ -576,6 +656,8 @@ def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver="clarabel", what="QP")
         raise InfeasibleError(f"{what}: {solver} found no solution "
                               f"(status {sol.extras.get('status', '?')}, primal residual "
                               f"{res:.3g})", res)
+    # HiGHS is an active-set method: its answer is a vertex of the active
+    # set already; interior-point answers get polished
     x = _polish(prob, sol)
     return x if x is not None else np.maximum(sol.x, 0.0 if lb is not None else -np.inf)
 
@@ -583,10 +665,12 @@ def _qp_solve(P, q, G, h, A=None, b=None, lb=None, solver="clarabel", what="QP")
 def _polish(prob, sol):
     """Exact solve on the active set of an interior-point answer, or None.
 
-    P is singular here (many optimal forces), so a proximal term
-    sigma ||x - x_k||^2 with refinement passes picks the KKT point nearest
-    the solver's x rather than a minimum-norm one.  Constraints the polished
-    point violates join the active set and the solve is repeated.
+    P is singular here (many optimal forces), so the KKT system of the
+    guessed active set is solved for the smallest step (dx, multipliers)
+    from the solver's x by least squares: the point stays on the optimal
+    face next to x instead of jumping to a far minimum-norm one.
+    Constraints the polished point violates join the active set, ones with
+    negative multipliers leave it, for a few rounds.
     """
     x0 = sol.x
     n = x0.size
@@ -603,40 +687,27 @@ def _polish(prob, sol):
     act = duals > hall - Gall @ x0
     Aeq = prob.A if prob.A is not None else np.zeros((0, n))
     beq = prob.b if prob.b is not None else np.zeros(0)
+    meq = Aeq.shape[0]
     scale = max(1.0, np.abs(prob.q).max(), np.abs(hall).max() if hall.size else 1.0,
                 np.abs(beq).max() if beq.size else 1.0)
-    sigma = 1e-7 * max(1.0, np.abs(prob.P).max())
-    for _ in range(4 * n):
+    for _ in range(10):
         C = np.vstack([Aeq, Gall[act]])
         d = np.concatenate([beq, hall[act]])
         m = C.shape[0]
         K = np.block([[prob.P, C.T], [C, np.zeros((m, m))]])
-        reg = np.diag(np.concatenate([np.full(n, sigma), np.full(m, -1e-14)]))
-        rhs = np.concatenate([-prob.q, d])
-        sk = np.concatenate([x0, np.zeros(m)])
-        try:
-            for _ in range(12):
-                step = np.linalg.solve(K + reg, rhs - K @ sk)
-                sk = sk + step
-                if np.abs(step).max() < 1e-15 * max(1.0, np.abs(sk).max()):
-                    break
-        except np.linalg.LinAlgError:
-            return None
-        x, lam = sk[:n], sk[n:]
+        r = np.concatenate([-prob.q - prob.P @ x0, d - C @ x0])
+        step = np.linalg.lstsq(K, r, rcond=1e-12)[0]
+        x, lam = x0 + step[:n], step[n:]
+        if np.abs(K @ step - r).max() > 1e-7 * scale:
+            return None                       # this active set has no KKT point
         viol = Gall @ x - hall > 1e-12 * scale
-        if viol.any():
-            act |= viol
-            continue
-        lam_in = lam[Aeq.shape[0]:]
-        if lam_in.size and lam_in.min() < -1e-8 * scale:
-            # a constraint the interior point only grazed: release the worst
-            act[np.flatnonzero(act)[int(np.argmin(lam_in))]] = False
-            continue
-        break
+        neg = lam[meq:] < -1e-9 * scale
+        if not viol.any() and not neg.any():
+            break
+        drop = np.flatnonzero(act)[neg]      # lam[meq:] follows the active rows' order
+        act |= viol
+        act[drop] = False
     else:
-        return None
-    if (np.abs(K[:n] @ sk - rhs[:n]).max() > 1e-9 * scale
-            or np.abs(C @ x - d).max(initial=0.0) > 1e-9 * scale):
         return None
     if prob.lb is not None:
         x = np.maximum(x, prob.lb)
@@ -661,7 +732,7 @@ def _primal_residual(prob, x) -> float:
     return max(v)
 
 
-def _qp(p: ContactProblem, solver="clarabel"):
+def _qp(p: ContactProblem, solver=DEFAULT_QP_SOLVER):
     A, d_b = p.base_terms()
     Ainv = np.linalg.inv(A)
     k = p.k
@@ -694,16 +765,18 @@ def _qp(p: ContactProblem, solver="clarabel"):
     sv = np.linalg.svd(Rb, compute_uv=False)
     nullity = 5 * k - int(np.sum(sv > 1e-10 * max(sv.max(), 1e-300)))
     info["stage2"] = nullity > 0
+    info["nullity"] = nullity
     f = f0
+    t = B.T @ a_b + p.M[NB:, NB:] @ p.a_q + p.h[NB:]       # tau = t - R_q f
+    info["tau_stage1"] = t - Rq @ f0
+    info["qdd_stage1"] = np.concatenate([a_b, p.a_q])
     if nullity > 0:
-        t = B.T @ a_b + p.M[NB:, NB:] @ p.a_q + p.h[NB:]   # tau = t - R_q f
         P2 = Rq.T @ Rq
         q2 = -Rq.T @ t
-        # the Stage I optimum is only known to solver accuracy: give the
-        # equality the same slack as two one-sided rows would need
         s2 = _qp_solve(0.5 * (P2 + P2.T), q2, Gf if finite.size else None,
                        np.zeros(finite.size) if finite.size else None, Rb, y0,
-                       lb=np.zeros(5 * k), solver=solver, what="inverse dynamics Stage II")
+                       lb=np.zeros(5 * k), solver=STAGE2_SOLVER.get(solver, solver),
+                       what="inverse dynamics Stage II")
         f = s2
         info["stage_times"]["stage2"] = time.perf_counter() - t1
         a_b = Ainv @ (d_b + Rb @ f)
@@ -714,7 +787,8 @@ def _qp(p: ContactProblem, solver="clarabel"):
 
 
 # --------------------------------------------------------------------------
-def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabel") -> Result:
+def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = DEFAULT_QP_SOLVER,
+                  warm: WarmStart | None = None) -> Result:
     """Solve a :class:`ContactProblem` built by :func:`build_problem`."""
     t0 = time.perf_counter()
     if p.k == 0:   # every contact past the margin: free flight
@@ -724,7 +798,7 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabe
     elif variant == "qp":
         f_n, f_t1, f_t2, a_b, a_q, info = _qp(p, solver)
     elif variant == "lcp_noslip":
-        f_n, f_t1, f_t2, a_b, a_q, info = _noslip(p)
+        f_n, f_t1, f_t2, a_b, a_q, info = _noslip(p, warm)
     elif variant == "lcp_coulomb":
         f_n, f_t1, f_t2, a_b, a_q, info = _coulomb(p)
     else:
@@ -751,6 +825,9 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabe
         regularization=float(info.get("regularization", 0.0)),
         fallback=bool(info.get("fallback", False)),
         stage2=bool(info.get("stage2", False)),
+        nullity=int(info.get("nullity", 0)),
+        tau_stage1=info.get("tau_stage1"),
+        qdd_stage1=info.get("qdd_stage1"),
         active=active,
     )
     d.solve_time = time.perf_counter() - t0
@@ -759,7 +836,8 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = "clarabe
 
 def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: str = "qp", *,
           dt: float = 1e-3, ground: Ground | None = None, baumgarte: float = 0.2,
-          margin: float = 0.005, armature=0.0, solver: str = "clarabel") -> Result:
+          margin: float = 0.005, armature=0.0, solver: str = DEFAULT_QP_SOLVER,
+          warm: WarmStart | None = None) -> Result:
     """Joint torques and contact forces that realise ``qdd_des`` (seed 003).
 
     Parameters
@@ -786,7 +864,12 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
         push with a foot in the air whenever that lowers the kinetic energy)
     armature : float or (n_joints,) [kg m^2] added to M's joint diagonal
         (the servo rotor inertia the simulator adds)
-    solver : qpsolvers backend for the QP variant (needs PSD costs: clarabel)
+    warm : :class:`WarmStart`, optional; ``lcp_noslip`` starts Alg. 2 from the
+        active set it holds and stores the new one there (keep one per
+        controller and pass it every tick, with the same contact list)
+    solver : qpsolvers backend for the QP variant and the §4.5 fallback; it must
+        accept a PSD cost: "highs" (default, exact active set) or "clarabel"
+        (interior point + active-set polish)
 
     Returns
     -------
@@ -803,6 +886,6 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
         raise ValueError(f"variant: {variant!r}; choose one of {', '.join(VARIANTS)}")
     p = build_problem(model, data, q, v, qdd_des, contacts, mu, dt=dt, ground=ground,
                       baumgarte=baumgarte, margin=margin, armature=armature)
-    res = solve_problem(p, variant, solver)
+    res = solve_problem(p, variant, solver, warm)
     res.diagnostics.solve_time = time.perf_counter() - t0
     return res

@@ -209,6 +209,18 @@ def test_standing_qp_torque_is_what_the_pd_servos_settle_to(quad, standing):
     assert np.abs(lcp.tau - tau_sim).max() > 1e-2
 
 
+def test_stage2_keeps_the_motion_and_lowers_the_torque(quad, moving):
+    # §9.16: Stage II leaves v+ (hence the kinetic energy) alone, ||tau_II|| <= ||tau_I||;
+    # erratum E5: the nullspace is 5k - 6 = 14-dimensional for four feet, not "two"
+    model, data, pts = quad
+    q, v, qdd_sim, _ = moving
+    res = ID.solve(model, data, q, v, qdd_sim, pts, 0.8, "qp", armature=ARMATURE)
+    d = res.diagnostics
+    assert d.stage2 and d.nullity == 5 * 4 - 6
+    np.testing.assert_allclose(res.qdd, d.qdd_stage1, atol=1e-9 * np.abs(res.qdd).max())
+    assert np.linalg.norm(res.tau) <= np.linalg.norm(d.tau_stage1) + 1e-9
+
+
 @pytest.mark.parametrize("variant", ["lcp_noslip", "lcp_coulomb"])
 def test_simulator_step_acceleration_is_reproduced(quad, moving, variant):
     # §9.9 right inverse: qdd_des from the simulator's own (sticking) step
@@ -331,3 +343,40 @@ def test_humanoid_box_feet_standing():
     assert qp.contact_forces[:, 2].sum() == pytest.approx(weight(model), rel=1e-9)
     np.testing.assert_allclose(qp.qdd, 0.0, atol=1e-9)
     np.testing.assert_array_equal(qp.contact_forces[top], 0.0)
+
+
+def test_ppm_solves_random_psd_lcps_and_keeps_a_feasible_warm_start():
+    # Alg. 2 against the same solvable-by-construction LCPs as Lemke (§9 A.6: at
+    # most rank(Q) positive entries when started cold)
+    rng = np.random.default_rng(4)
+    for n in (2, 5, 12):
+        X = rng.standard_normal((n, 3))
+        Q = X @ X.T
+        on = np.zeros(n, dtype=bool)
+        on[rng.choice(n, 2, replace=False)] = True
+        r = np.where(on, 0.0, rng.uniform(0.1, 1, n)) - Q @ np.where(on, rng.uniform(0.1, 1, n), 0)
+        z, w, it, act = ID.ppm(Q, r)
+        assert z.min() >= 0 and w.min() >= -1e-9 and np.abs(z * w).max() < 1e-9
+        assert (z > 1e-9).sum() <= np.linalg.matrix_rank(Q)
+        z2, _, it2, act2 = ID.ppm(Q, r, act)      # warm: answer in one iteration
+        assert it2 == 1 and act2 == act
+        np.testing.assert_allclose(z2, z, rtol=1e-12)   # index order may differ
+
+
+def test_noslip_warm_start_keeps_the_previous_support(quad, standing):
+    # §4.6 / §9.15: on four feet the stance is indeterminate; the COM sits behind
+    # the middle, so both triangles with the two hind feet carry it.  Warm-started,
+    # Alg. 2 stays on whichever the caller had; cold, it is deterministic.
+    model, data, pts = quad
+    a = np.zeros(18)
+    hind = [2, 3]     # lh, rh in contact_points_from_urdf's order
+    for front in (0, 1):
+        warm = ID.WarmStart([front] + hind)
+        res = ID.solve(model, data, standing.q, standing.v, a, pts, variant="lcp_noslip",
+                       warm=warm, armature=ARMATURE)
+        assert warm.active == [front] + hind and res.diagnostics.iterations == 1
+        assert res.contact_forces[1 - front, 2] == 0.0 and res.contact_forces[front, 2] > 1.0
+        assert res.contact_forces[:, 2].sum() == pytest.approx(weight(model), rel=1e-9)
+    cold = [ID.solve(model, data, standing.q, standing.v, a, pts, variant="lcp_noslip").tau
+            for _ in range(2)]
+    np.testing.assert_array_equal(cold[0], cold[1])
