@@ -18,6 +18,7 @@ BENCHMARKS = {
     "bus": "host CPU per sync cycle vs dynamixel_sdk, cycle rate vs wire limit",
     "loop": "control-loop jitter and missed ticks vs a plain Python loop",
     "sim": "contact simulation steps vs MuJoCo mj_step, and agreement",
+    "inverse_dynamics": "contact inverse dynamics (seed 003) vs one rigid simulator step",
 }
 
 
@@ -52,14 +53,13 @@ def _run(args) -> int:
 
 
 def _run_all(args) -> int:
-    for name in BENCHMARKS:
-        parser_defaults = {}
-        mod = _module(name)
-        import argparse
+    import argparse
 
-        p = argparse.ArgumentParser()
+    for name in BENCHMARKS:
+        mod = _module(name)
+        parser = argparse.ArgumentParser(prog=f"servoloop bench {name}")
         if hasattr(mod, "add_arguments"):
-            mod.add_arguments(p)
-        ns = p.parse_args([], namespace=argparse.Namespace(json=args.json, **parser_defaults))
+            mod.add_arguments(parser)
+        ns = parser.parse_args([], namespace=argparse.Namespace(json=args.json, bench_name=name))
         print_report(mod.run(ns), args.json)
     return 0

@@ -12,7 +12,17 @@ number for number::
 The kernels live in ``core_cy/_dynamics.pyx`` (C interface for other .pyx
 modules in ``_dynamics.pxd``); the slow NumPy reference they are tested
 against is :mod:`core_cy.reference`.
+
+The contact simulator (:mod:`core_cy.sim`, seed 002 compliant and rigid LCP
+contact), the contact laws (:mod:`core_cy.contact`), inverse dynamics with
+rigid contact and friction (:mod:`core_cy.inverse_dynamics`, seed 003) and
+the servo actuator model (:mod:`core_cy.actuator`, seed 000) are exported
+here too, imported on first use so that ``import core_cy`` stays cheap in
+the daemon.
 """
+
+import importlib as _importlib
+
 
 from core_cy._dynamics import (
     Data,
@@ -51,4 +61,47 @@ __all__ = [
     "regressor_batch",
     "CoreError",
     "ModelError",
+    # imported on first use (see _LAZY)
+    "Simulator",
+    "BatchSimulator",
+    "SimConfig",
+    "SimulationError",
+    "ContactLaw",
+    "LCPResult",
+    "solve_lcp_pgs",
+    "Ground",
+    "ServoParams",
+    "ContactPoints",
+    "contact_points_from_urdf",
+    "RobotPlant",
+    "inverse_dynamics",
+    "InverseDynamicsError",
+    "sim",
+    "contact",
+    "actuator",
 ]
+
+_LAZY = {
+    "Simulator": "core_cy.sim",
+    "BatchSimulator": "core_cy.sim",
+    "SimConfig": "core_cy.sim",
+    "SimulationError": "core_cy.sim",
+    "ContactLaw": "core_cy.contact",
+    "LCPResult": "core_cy.contact",
+    "solve_lcp_pgs": "core_cy.contact",
+    "Ground": "core_cy.sim_model",
+    "ServoParams": "core_cy.sim_model",
+    "ContactPoints": "core_cy.sim_model",
+    "contact_points_from_urdf": "core_cy.sim_model",
+    "RobotPlant": "core_cy.sim_plant",
+    "InverseDynamicsError": "core_cy.inverse_dynamics",
+}
+_SUBMODULES = ("sim", "contact", "inverse_dynamics", "actuator")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"core_cy.{name}")
+    if name in _LAZY:
+        return getattr(_importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'core_cy' has no attribute {name!r}")

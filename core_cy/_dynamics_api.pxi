@@ -626,6 +626,11 @@ cdef enum:
     # upper bound of threads=: the per-call job tables live on the stack
     _MAX_THREADS = 256
 
+cdef int _REG_MODE = 0
+def _set_reg_mode(int b):
+    global _REG_MODE
+    _REG_MODE = b
+
 cdef enum:
     _KERNEL_RNEA = 0
     _KERNEL_ABA = 1
@@ -744,6 +749,10 @@ cdef void* _run_job(void* arg) noexcept nogil:
         # 4.5-4.8 us/state, talos 20-23 -> 14-21; ur5 unchanged.  One memset
         # of the whole chunk first was worse (7 us on solo12): the zeros are
         # evicted to memory before the blocks are written over them.
+        if _REG_MODE == 0:
+            for k in range(j.k0, j.k1):
+                regressor_c(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv, j.out + k * ystride)
+            return NULL
         for k in range(j.k0, j.k1):
             memset(j.out + k * ystride, 0, ystride * sizeof(double))
             _regressor_blocks(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv,

@@ -89,6 +89,10 @@ def test_errors_name_the_thing(quad):
         ID.solve(model, data, q, v, a[:12], pts)
     with pytest.raises(ValueError, match="mu"):
         ID.solve(model, data, q, v, a, pts, mu=-0.1)
+    q_stand = q.copy()
+    q_stand[2] = 0.0   # feet well inside the ground so they are candidates
+    with pytest.raises(ValueError, match="lcp_coulomb needs finite"):
+        ID.solve(model, data, q_stand, v, a, pts, mu=np.inf, variant="lcp_coulomb")
 
 
 def test_infeasible_error_carries_residual():
