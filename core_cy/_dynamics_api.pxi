@@ -626,11 +626,6 @@ cdef enum:
     # upper bound of threads=: the per-call job tables live on the stack
     _MAX_THREADS = 256
 
-cdef int _REG_MODE = 0
-def _set_reg_mode(int b):
-    global _REG_MODE
-    _REG_MODE = b
-
 cdef enum:
     _KERNEL_RNEA = 0
     _KERNEL_ABA = 1
@@ -745,14 +740,10 @@ cdef void* _run_job(void* arg) noexcept nogil:
         # (the same values).  The batch output is cold memory: one long
         # memset streams whole cache lines where regressor_c's 2 nv short
         # ones (the better choice on its cache-resident data.Y) do not.
-        # Measured (N = 1000, loaded machine, best of 15): solo12 5.5-6.0 ->
-        # 4.5-4.8 us/state, talos 20-23 -> 14-21; ur5 unchanged.  One memset
-        # of the whole chunk first was worse (7 us on solo12): the zeros are
-        # evicted to memory before the blocks are written over them.
-        if _REG_MODE == 0:
-            for k in range(j.k0, j.k1):
-                regressor_c(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv, j.out + k * ystride)
-            return NULL
+        # Measured (N = 1000, out= reused, best of 20, load 0.8): ur5 0.87 ->
+        # 0.81 us/state, solo12 3.84 -> 3.34, talos 15.6 -> 12.1.  One memset
+        # of the whole chunk first was worse (solo12 7 vs 5.5 us on a loaded
+        # box): the zeros reach memory before the blocks are written on them.
         for k in range(j.k0, j.k1):
             memset(j.out + k * ystride, 0, ystride * sizeof(double))
             _regressor_blocks(m, j.d, j.Q + k * nq, j.V + k * nv, j.A + k * nv,
