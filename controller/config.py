@@ -15,6 +15,7 @@ The schema (every key optional except ``servos``)::
     safety: {max_temperature_c: 70, comm_error_window: 200, comm_error_rate: 0.05, ...}
     logging: {telemetry: auto}
     socket: {path: auto}
+    simulation: {plant: core_cy.sim_plant:make_plant}    # physics behind the virtual bus
 
 A key the schema does not have is an error naming the key, its section and
 the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
@@ -48,6 +49,7 @@ __all__ = [
     "SafetyConfig",
     "LoggingConfig",
     "SocketConfig",
+    "SimulationConfig",
     "RobotConfig",
     "load_config",
     "config_from_dict",
@@ -125,9 +127,17 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class StartupConfig:
-    """Ramp from the present pose to the controller's first command over ``ramp_s`` s."""
+    """Ramp from the present pose to the controller's first command over ``ramp_s`` s.
+
+    ``via``: poses ({joint: rad}; joints left out keep the previous pose) the
+    ramp passes through on the way, each segment minimum-jerk and an equal
+    share of ``ramp_s``.  A legged robot found lying down stands up through
+    a crouch with its feet under its hips; straight from folded to standing
+    it would push itself over.
+    """
 
     ramp_s: float = 1.0
+    via: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,9 @@ class SafetyConfig:
     """Fault thresholds.  ``None`` disables a check."""
 
     position_margin: float = 0.1  # rad past a joint limit (measured) before a fault
+    # rad a joint may rest outside its limits at startup (on its mechanical stop); the
+    # startup ramp brings it inside. Further out the reading is suspect: no torque.
+    startup_margin: float = 0.3
     max_temperature_c: float | None = 70.0
     min_voltage_v: float | None = None
     max_voltage_v: float | None = None
@@ -176,6 +189,19 @@ class SocketConfig:
 
 
 @dataclass(frozen=True)
+class SimulationConfig:
+    """What simulates the robot when no port is given (the built-in virtual bus).
+
+    ``plant``: ``"MODULE:FUNCTION"`` factory of the virtual bus's physics,
+    called with ``servos=`` and ``robot=``; None = one independent load per
+    servo.  The legged robots name the contact simulator
+    (``core_cy.sim_plant:make_plant``) so they stand on the ground.
+    """
+
+    plant: str | None = None
+
+
+@dataclass(frozen=True)
 class RobotConfig:
     """The whole daemon config.  ``source`` is the file it came from (or None)."""
 
@@ -190,6 +216,7 @@ class RobotConfig:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
     source: str | None = None
 
     @property

@@ -49,6 +49,7 @@ import numpy as np
 from controller.clock import FixedRate, MonotonicClock
 from controller.config import RobotConfig
 from controller.controllers import Command, ControllerContext, JointState, make_controller
+from controller.controllers.base import joint_vector
 from controller.controllers.minimum_jerk import min_jerk_s
 from controller.errors import CommandError, ControllerParamError, LifecycleError
 from controller.lifecycle import Lifecycle, State
@@ -138,6 +139,10 @@ class Daemon:
         # controller (raises ControllerParamError on bad params, before any I/O)
         self.ctx = ControllerContext.from_config(cfg)
         self.controller = make_controller(cfg.controller.name, self.ctx, cfg.controller.params)
+        # startup waypoints: start pose, cfg.startup.via..., first command (filled at startup)
+        for i, via in enumerate(cfg.startup.via):  # unknown joints / limits: an error now, not mid-ramp
+            joint_vector(self.ctx, via, f"startup.via[{i}]", default=np.clip(np.zeros(n), self.lower, self.upper))
+        self._waypoints = np.zeros((len(cfg.startup.via) + 2, n))
 
         # preallocated tick arrays (joint space unless named *_servo)
         self.state = JointState.zeros(n)
@@ -416,9 +421,13 @@ class Daemon:
         if not ok:
             raise _Fault("startup: could not read the present position of every servo (3 tries)")
         self._estimate()
-        msg = self.limits.check_position(self.state.position)
+        # A joint may rest a little outside its limits (a robot lying on its
+        # mechanical stops); further out, the reading itself is suspect
+        # (wrap-around, lost turn count: field notes a8) and nothing moves.
+        msg = self.limits.check_position(self.state.position, extra=self.cfg.safety.startup_margin)
         if msg:
             raise _Fault(f"startup: {msg}")
+        self.limits.widen_to(self.state.position)
         # Goal := present BEFORE torque on, so torque on does not jump to a
         # stale goal (lerobot PR #3913, bitbots: "possibly damaging the robot").
         self.goal[:] = self.state.position
@@ -426,7 +435,7 @@ class Daemon:
         self.cmd.position[:] = self.state.position
         if not self.readonly:
             try:
-                np.clip(self.state.position, self.lower, self.upper, out=self.goal)
+                self.limits.clamp(self.state.position, self.goal)
                 self._to_servo_targets()
                 self.current_servo[:] = 0.0  # no torque burst on current-mode servos either
                 self._write_goals()
@@ -436,6 +445,9 @@ class Daemon:
             except BridgeError as exc:
                 raise _Fault(f"startup: torque on failed: {exc}") from exc
         self.ramp_from[:] = self.goal
+        self._waypoints[0] = self.goal
+        for i, via in enumerate(self.cfg.startup.via):
+            self._waypoints[i + 1] = joint_vector(self.ctx, via, f"startup.via[{i}]", default=self._waypoints[i])
         self.controller.start(self.state)
         self._begin_realtime()
         self.rate.start()
@@ -459,6 +471,7 @@ class Daemon:
             if self._stop_request is not None:
                 return
             self.lifecycle.to(State.RUN)
+            self.limits.restore()  # the ramp has brought every joint inside its limits
             self._run_t0 = self.rate.next_deadline_ns
             self._run_wall0 = time.monotonic_ns()
         end_ns = None if duration_s is None else self.rate.next_deadline_ns + int(duration_s * 1e9)
@@ -574,12 +587,19 @@ class Daemon:
         self._ramp_k += 1
         s = min_jerk_s(self._ramp_k / self._ramp_ticks)
         self.controller.update(0.0, self.state, self.cmd)
-        # position = from + s * (first command - from); effort = s * effort
         cmd = self.cmd
-        np.subtract(cmd.position, self.ramp_from, out=self._tmp)
-        self._tmp *= s
-        np.add(self.ramp_from, self._tmp, out=cmd.position)
-        cmd.effort *= s
+        # the ramp ends inside the configured limits, even from a start pose outside them
+        np.clip(cmd.position, self.lower, self.upper, out=cmd.position)
+        w = self._waypoints
+        w[-1] = cmd.position
+        # segment through the via poses: position = w[i] + s_i * (w[i+1] - w[i])
+        n_seg = w.shape[0] - 1
+        x = min(self._ramp_k / self._ramp_ticks, 1.0) * n_seg
+        i = min(int(x), n_seg - 1)
+        np.subtract(w[i + 1], w[i], out=self._tmp)
+        self._tmp *= min_jerk_s(x - i)
+        np.add(w[i], self._tmp, out=cmd.position)
+        cmd.effort *= s  # feed-forward effort fades in over the whole ramp
 
     def _actuate(self) -> None:
         """Command (joint space) -> safe joint goal -> servo targets."""

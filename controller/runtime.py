@@ -73,6 +73,8 @@ class VirtualBusProcess:
         else:
             cmd += ["--servos", servo_spec_arg(self.cfg)]
         cmd += ["--protocol", str(self.cfg.bus.protocol), "--baud", str(self.cfg.bus.baud)]
+        if self.cfg.simulation.plant:
+            cmd += ["--plant", self.cfg.simulation.plant]
         if self.faults:
             cmd += ["--faults", self.faults]
         return cmd + list(self.extra)
@@ -185,6 +187,10 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
     from firmware_bridge.bus import ServoSpec
 
     servos = [ServoSpec(id=s.id, model=s.model) for s in cfg.servos]
+    if plant is None and cfg.simulation.plant:
+        from firmware_bridge.virtual_bus.spec import load_plant
+
+        plant = load_plant(cfg.simulation.plant, [(s.id, s.model) for s in cfg.servos], cfg.robot)
     kwargs = {}
     if faults:
         kwargs["faults"] = faults

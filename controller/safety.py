@@ -66,31 +66,62 @@ class LimitChecker:
         self.servo_ids = tuple(servo_ids)
         self.lower = np.asarray(lower, dtype=float).copy()
         self.upper = np.asarray(upper, dtype=float).copy()
+        self.margin = float(margin)
+        # the limits in force: the configured ones, or widened to the start pose (widen_to)
+        self.lower_active = self.lower.copy()
+        self.upper_active = self.upper.copy()
         self.lower_fault = self.lower - margin
         self.upper_fault = self.upper + margin
         n = len(self.joint_names)
         self._b1 = np.zeros(n, dtype=bool)
         self._b2 = np.zeros(n, dtype=bool)
 
+    def widen_to(self, q: np.ndarray) -> None:
+        """Let the start pose ``q`` (rad) stand until :meth:`restore`.
+
+        A robot lying with its servos off rests on its mechanical stops,
+        which are outside the configured (soft) limits.  Clamping its first
+        goal to the limits would jump the joint at torque on; instead the
+        limits in force include the start pose while the startup ramp brings
+        the joint inside.
+        """
+        np.minimum(self.lower, q, out=self.lower_active)
+        np.maximum(self.upper, q, out=self.upper_active)
+        np.subtract(self.lower_active, self.margin, out=self.lower_fault)
+        np.add(self.upper_active, self.margin, out=self.upper_fault)
+
+    def restore(self) -> None:
+        """Back to the configured limits (end of the startup ramp)."""
+        self.lower_active[:] = self.lower
+        self.upper_active[:] = self.upper
+        np.subtract(self.lower, self.margin, out=self.lower_fault)
+        np.add(self.upper, self.margin, out=self.upper_fault)
+
     def clamp(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out = clip(goal, lower, upper)`` (rad, in place); NaN goals become the lower limit."""
-        np.clip(goal, self.lower, self.upper, out=out)
+        """``out = clip(goal, lower, upper)`` (rad, in place) with the limits in force;
+        NaN goals become the lower limit."""
+        np.clip(goal, self.lower_active, self.upper_active, out=out)
         # NaN survives clip: a controller bug must never reach a servo as a goal
         np.isnan(out, out=self._b1)
         if self._b1.any():
-            np.copyto(out, self.lower, where=self._b1)
+            np.copyto(out, self.lower_active, where=self._b1)
         return out
 
-    def check_position(self, q: np.ndarray) -> str | None:
-        """Fault message if a measured joint position (rad) is past its limit + margin."""
-        np.less(q, self.lower_fault, out=self._b1)
-        np.greater(q, self.upper_fault, out=self._b2)
+    def check_position(self, q: np.ndarray, extra: float = 0.0) -> str | None:
+        """Fault message if a measured joint position (rad) is past its limit + margin (+ extra)."""
+        if extra:
+            np.less(q, self.lower_fault - extra, out=self._b1)
+            np.greater(q, self.upper_fault + extra, out=self._b2)
+        else:
+            np.less(q, self.lower_fault, out=self._b1)
+            np.greater(q, self.upper_fault, out=self._b2)
         np.logical_or(self._b1, self._b2, out=self._b1)
         if not self._b1.any():
             return None
         i = int(np.argmax(self._b1))
+        what = "margin" if not extra else f"margin + {extra:.3f} allowed at startup"
         return (f"joint {self.joint_names[i]!r} (servo {self.servo_ids[i]}) at {q[i]:.3f} rad is past "
-                f"its limits [{self.lower[i]:.3f}, {self.upper[i]:.3f}] + margin")
+                f"its limits [{self.lower[i]:.3f}, {self.upper[i]:.3f}] + {what}")
 
     def check_range(self, values: np.ndarray, lo: float | None, hi: float | None,
                     what: str, unit: str, key: str) -> str | None:

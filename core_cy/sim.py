@@ -76,9 +76,13 @@ def _core(model: Model, n_env: int, cfg: SimConfig, points: ContactPoints) -> Si
     s = cfg.servo
     servo_arrays = {k: np.full(na, float(getattr(s, k)))
                     for k in ("kp", "kd", "kc", "tau_max", "armature")}
+    qa = model.nq - na
+    servo_arrays["q_lo"] = np.array(model.lower_limits[qa:], dtype=float)  # -inf: no stop
+    servo_arrays["q_hi"] = np.array(model.upper_limits[qa:], dtype=float)
     params = {
         "mode": MODES[cfg.mode], "integrator": INTEGRATORS[cfg.integrator], "dt": float(cfg.dt),
         "sign_band": float(s.sign_band),
+        "stop_k": float(s.stop_stiffness), "stop_d": float(s.stop_damping),
         "plane_point": [float(x) for x in cfg.ground.point],
         "normal": [float(x) for x in cfg.ground.unit_normal()],
         "law": cfg.law.as_kernel_dict(),
@@ -145,7 +149,8 @@ class Simulator:
 
     @property
     def joint_torques(self) -> np.ndarray:
-        """Servo torques (n_joints,) [N m] at the start of the last step (RK4: its first stage)."""
+        """Actuated-joint torques (n_joints,) [N m], servo plus joint stop, at the start of the
+        last step (RK4: its first stage)."""
         return self._core.tau[0][self.model.nv - self.n_joints:]
 
     def set_contact_law(self, law: ContactLaw) -> None:

@@ -60,7 +60,10 @@ cdef struct SimParams:
     const double* kc
     const double* tau_max
     const double* armature
+    const double* q_lo               # (na,) joint stops [rad] (-inf/+inf: none)
+    const double* q_hi
     double sign_band
+    double stop_k, stop_d            # compliant stop stiffness [N m/rad], damping [N m s/rad]
     double baumgarte, margin, lcp_tol
     int lcp_max_iter, lcp_cone
     const double* mu                 # (ncp,) rigid friction coefficients
@@ -164,18 +167,30 @@ cdef void _chol_solve(int n, const double* L, double* x) noexcept nogil:
 
 cdef void _servo(const SimParams* P, const double* q, const double* v, const double* goal,
                  const unsigned char* on, double* tau, double* damp) noexcept nogil:
-    """Seed-000 servo: tau = clip(kp (goal - q) - kd qd - kc sgn(qd), +-tau_max).
+    """Seed-000 servo: tau = clip(kp (goal - q) - kd qd - kc sgn(qd), +-tau_max); with
+    torque off only the gearbox's -kc sgn(qd) stays; plus the one-sided compliant
+    joint stop past q_lo/q_hi (torque on or off).
 
     damp: -d tau / d qd where the servo is not saturated (for the implicit step).
     """
     cdef int j
-    cdef double qd, sg, t, dsg
+    cdef double qd, sg, t, dsg, qj
     memset(tau, 0, P.nv * sizeof(double))
     memset(damp, 0, P.nv * sizeof(double))
     for j in range(P.na):
-        if not on[j]:
-            continue
         qd = v[P.va + j]
+        qj = q[P.qa + j]
+        if P.stop_k > 0.0:
+            if qj > P.q_hi[j]:
+                t = -P.stop_k * (qj - P.q_hi[j]) - P.stop_d * qd
+                if t < 0.0:
+                    tau[P.va + j] += t
+                    damp[P.va + j] += P.stop_d
+            elif qj < P.q_lo[j]:
+                t = P.stop_k * (P.q_lo[j] - qj) - P.stop_d * qd
+                if t > 0.0:
+                    tau[P.va + j] += t
+                    damp[P.va + j] += P.stop_d
         sg = qd / P.sign_band
         dsg = 1.0 / P.sign_band
         if sg > 1.0:
@@ -184,14 +199,19 @@ cdef void _servo(const SimParams* P, const double* q, const double* v, const dou
         elif sg < -1.0:
             sg = -1.0
             dsg = 0.0
+        if not on[j]:
+            # torque off: the drive is open, the gearbox friction stays
+            tau[P.va + j] += -P.kc[j] * sg
+            damp[P.va + j] += P.kc[j] * dsg
+            continue
         t = P.kp[j] * (goal[j] - q[P.qa + j]) - P.kd[j] * qd - P.kc[j] * sg
         if t > P.tau_max[j]:
             t = P.tau_max[j]
         elif t < -P.tau_max[j]:
             t = -P.tau_max[j]
         else:
-            damp[P.va + j] = P.kd[j] + P.kc[j] * dsg
-        tau[P.va + j] = t
+            damp[P.va + j] += P.kd[j] + P.kc[j] * dsg
+        tau[P.va + j] += t
 
 
 cdef void _contact_geometry(const SimParams* P, const DataC* d, Work* W) noexcept nogil:
@@ -498,7 +518,7 @@ cdef class SimCore:
             "mu": np.empty((n_env, ncp)),
         }
         keep["mu"][:] = mu
-        for k in ("kp", "kd", "kc", "tau_max", "armature"):
+        for k in ("kp", "kd", "kc", "tau_max", "armature", "q_lo", "q_hi"):
             keep[k] = np.empty((n_env, self.na))  # writable copies, one row per environment
             keep[k][:] = servo_arrays[k]
         P = &self.P
@@ -513,6 +533,8 @@ cdef class SimCore:
         P.cp_pos = _ptr(keep["cp_pos"])
         P.cp_radius = _ptr(keep["cp_radius"])
         P.sign_band = p["sign_band"]
+        P.stop_k = p["stop_k"]
+        P.stop_d = p["stop_d"]
         for i in range(3):
             P.plane_point[i] = p["plane_point"][i]
             normal[i] = p["normal"][i]
@@ -556,6 +578,8 @@ cdef class SimCore:
             P.kc = _ptr(keep["kc"][i])
             P.tau_max = _ptr(keep["tau_max"][i])
             P.armature = _ptr(keep["armature"][i])
+            P.q_lo = _ptr(keep["q_lo"][i])
+            P.q_hi = _ptr(keep["q_hi"][i])
         offsets = {}
         off = 0
         for name, size in sizes:

@@ -32,16 +32,26 @@ __all__ = [
 class ServoParams:
     """Seed-000 position-mode servo at every actuated joint (XM430-W350 defaults).
 
-    tau = clip(-kp (q - q_goal) - kd qd - kc sgn(qd), -tau_max, tau_max), 0 with
-    torque off.  sgn is regularised linearly over |qd| < sign_band so explicit
+    tau = clip(-kp (q - q_goal) - kd qd - kc sgn(qd), -tau_max, tau_max); with
+    torque off the drive is open and only the gearbox friction -kc sgn(qd)
+    stays (a powered-off Dynamixel is stiff to back-drive; BAM's torque-off
+    pendulum segments come to rest quickly).  sgn is regularised linearly over |qd| < sign_band so explicit
     integrators do not chatter.  armature is the reflected rotor inertia added
     to each actuated joint's diagonal of M.  kd, kc and armature are the
     ToddlerBot XM430 identification (FIELD-NOTES d2); kp is our choice (the
     smallest round value with which the built-in quadruped's trot walks
     forward instead of sagging and scuffing).
 
+    Past the model's position limits a joint meets a compliant mechanical
+    stop (the bracket and horn of a real servo), torque on or off:
+    tau_stop = -stop_stiffness (q - limit) - stop_damping qd, one-sided (it
+    pushes out of the stop, never pulls in); stop_stiffness = 0 disables it.
+    Without it a robot that lies down with torque off folds its knees
+    through the limits, which no real robot can.
+
     Attributes: kp [N m/rad], kd [N m s/rad], kc [N m], tau_max [N m],
-    armature [kg m^2], sign_band [rad/s].
+    armature [kg m^2], sign_band [rad/s], stop_stiffness [N m/rad],
+    stop_damping [N m s/rad].
     """
 
     kp: float = 20.0
@@ -50,6 +60,10 @@ class ServoParams:
     tau_max: float = 4.1
     armature: float = 0.0012
     sign_band: float = 0.05
+    # A leg of the built-in quadruped (~0.2 N m of gravity) rests 4 mrad
+    # into a stop; with the armature the stop rings at ~25 Hz, damping ratio ~0.5.
+    stop_stiffness: float = 50.0
+    stop_damping: float = 0.3
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from core_cy._dynamics import Model
 from core_cy.sim import SimConfig, Simulator
 from core_cy.sim_model import ContactPoints, box_corners, contact_points_from_urdf
 
-__all__ = ["RobotPlant", "TRUNK_BOXES", "make_plant"]
+__all__ = ["RobotPlant", "TRUNK_BOXES", "SETTLE_S", "make_plant"]
 
 # Trunk boxes (m) so a robot that collapses with torque off lands on its trunk
 # instead of falling through the floor (the URDFs collide with their feet only).
@@ -132,15 +132,30 @@ class RobotPlant:
         out_torque[:] = self.sim.joint_torques[self._idx]
 
 
+# Simulated time a powered-off floating robot is left to settle before the
+# bus serves it: it falls from its standing pose and comes to rest on its
+# trunk and joint stops within ~1 s.
+SETTLE_S = 2.0
+
+
 def make_plant(servos, robot: str | None = None) -> RobotPlant:
     """``--plant`` factory of the virtual bus: the simulator for built-in robot ``robot``.
 
     servos : [(id, model)] in bus order (must match the robot config's servo list).
+
+    Real servos power up with torque off, so a floating robot (legged) starts
+    as it would be found when switched on: lying at rest where its joints
+    let it fall (:data:`SETTLE_S` of simulated time with torque off), not
+    mid-fall.  The daemon's startup then stands it up.
     """
     if robot is None:
         raise ValueError("core_cy.sim_plant:make_plant needs a robot (--robot NAME): "
                          "the simulator needs its URDF")
     plant = RobotPlant.for_robot(robot)
+    if plant.sim.model.floating_base:
+        n = plant.n
+        pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
+        plant.step(SETTLE_S, pos.copy(), np.zeros(n, dtype=bool), pos, vel, tau)
     if plant.n != len(servos):
         raise ValueError(f"robot {robot!r} drives {plant.n} joints, the bus has {len(servos)} servos")
     return plant

@@ -23,21 +23,35 @@ from core_cy.contact import ContactLaw, contact_force, plane_frame, solve_lcp_pg
 from core_cy.contact_reference import contact_damping
 from core_cy.sim_model import ContactPoints, Ground, RigidSettings, ServoParams
 
-__all__ = ["ReferenceSimulator", "servo_torque"]
+__all__ = ["ReferenceSimulator", "servo_torque", "stop_torque"]
 
 
 def servo_torque(servo: ServoParams, q, qd, goal, torque_on) -> np.ndarray:
     """Seed-000 servo torque [N m] for joint angles q, rates qd, goals (n,)."""
     sgn = np.clip(qd / servo.sign_band, -1.0, 1.0)
     tau = servo.kp * (goal - q) - servo.kd * qd - servo.kc * sgn
-    return np.where(torque_on, np.clip(tau, -servo.tau_max, servo.tau_max), 0.0)
+    # torque off: the drive is open, the gearbox friction stays
+    return np.where(torque_on, np.clip(tau, -servo.tau_max, servo.tau_max), -servo.kc * sgn)
 
 
 def servo_damping(servo: ServoParams, q, qd, goal, torque_on) -> np.ndarray:
     """-d tau / d qd (n,) where the servo is not saturated (implicit step)."""
     tau = servo.kp * (goal - q) - servo.kd * qd - servo.kc * np.clip(qd / servo.sign_band, -1, 1)
-    d = servo.kd + np.where(np.abs(qd) < servo.sign_band, servo.kc / servo.sign_band, 0.0)
-    return np.where(torque_on & (np.abs(tau) < servo.tau_max), d, 0.0)
+    dc = np.where(np.abs(qd) < servo.sign_band, servo.kc / servo.sign_band, 0.0)
+    return np.where(torque_on, np.where(np.abs(tau) < servo.tau_max, servo.kd + dc, 0.0), dc)
+
+
+def stop_torque(servo: ServoParams, lo, hi, q, qd) -> np.ndarray:
+    """One-sided compliant joint-stop torque [N m] past the limits lo/hi (n,)."""
+    k, d = servo.stop_stiffness, servo.stop_damping
+    up = np.minimum(-k * (q - hi) - d * qd, 0.0)
+    down = np.maximum(k * (lo - q) - d * qd, 0.0)
+    return np.where(k > 0, np.where(q > hi, up, np.where(q < lo, down, 0.0)), 0.0)
+
+
+def stop_damping(servo: ServoParams, lo, hi, q, qd) -> np.ndarray:
+    """-d tau_stop / d qd (n,) where a stop is pushing."""
+    return np.where(stop_torque(servo, lo, hi, q, qd) != 0.0, servo.stop_damping, 0.0)
 
 
 class ReferenceSimulator:
@@ -59,6 +73,8 @@ class ReferenceSimulator:
         self.mode, self.integrator, self.dt = mode, integrator, dt
         self.rigid = rigid or RigidSettings()
         self.n = self.model.nv - 6
+        self.q_lo = np.array(self.model.lowerPositionLimit[7:])
+        self.q_hi = np.array(self.model.upperPositionLimit[7:])
         self.normal = self.ground.unit_normal()
         self.plane_point = np.asarray(self.ground.point, dtype=float)
         self.R_contact = plane_frame(self.normal)
@@ -94,7 +110,8 @@ class ReferenceSimulator:
 
     def _tau(self, q, v, goal, on):
         tau = np.zeros(self.model.nv)
-        tau[6:] = servo_torque(self.servo, q[7:], v[6:], goal, on)
+        tau[6:] = (servo_torque(self.servo, q[7:], v[6:], goal, on)
+                   + stop_torque(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
         return tau
 
     # -- compliant --------------------------------------------------------
@@ -110,7 +127,8 @@ class ReferenceSimulator:
     def _damping_matrix(self, q, v, goal, on, gaps, pts, vel):
         """D (nv, nv): servo damping plus J^T D_c J of every touching contact."""
         D = np.zeros((self.model.nv, self.model.nv))
-        D[6:, 6:] = np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on))
+        D[6:, 6:] = np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on)
+                            + stop_damping(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
         for i in range(len(gaps)):
             if gaps[i] >= 0:
                 continue
@@ -168,7 +186,8 @@ class ReferenceSimulator:
         m, d, dt, q, v, rs = self.model, self.data, self.dt, self.q, self.v, self.rigid
         gaps, pts, _ = self._contacts(q, v)
         M = self._mass(q)
-        M[6:, 6:] += dt * np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on))
+        M[6:, 6:] += dt * np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on)
+                                  + stop_damping(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
         h = pin.rnea(m, d, q, v, np.zeros(m.nv))
         v_free = v + dt * np.linalg.solve(M, self._tau(q, v, goal, on) - h)
         active = np.flatnonzero(gaps < rs.margin)

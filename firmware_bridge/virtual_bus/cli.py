@@ -54,7 +54,8 @@ def register(sub) -> None:
                         "(fields: kp kd kc stall_torque inertia gravity_torque gravity_down_rad damping_off)")
     p.add_argument("--plant", metavar="MODULE:FUNCTION",
                    help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
-                        "(default: one independent load per servo)")
+                        "; 'independent' = one independent load per servo (the default, except for a "
+                        "--robot whose config names its simulator under simulation.plant)")
     p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
     p.add_argument("--noise-ticks", type=float, default=0.25, metavar="STD",
                    help="position measurement noise, standard deviation in encoder ticks (default 0.25)")
@@ -87,6 +88,7 @@ def run(args) -> int:
         ServoSpecError,
         load_plant,
         parse_actuator_spec,
+        robot_plant,
         parse_servo_spec,
         robot_servos,
     )
@@ -101,7 +103,12 @@ def run(args) -> int:
             servos = parse_servo_spec(args.servos)
         eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
         actuators = parse_actuator_spec(args.actuator) if args.actuator else None
-        plant = load_plant(args.plant, servos, args.robot) if args.plant else None
+        target = args.plant
+        if target is None and args.robot:
+            target = robot_plant(args.robot)  # the robot's own simulator, if it names one
+        if target == "independent":
+            target = None
+        plant = load_plant(target, servos, args.robot) if target else None
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
                            seed=args.seed, eeprom=eeprom, actuators=actuators,
                            noise_ticks=args.noise_ticks)

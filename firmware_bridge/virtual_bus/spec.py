@@ -5,8 +5,8 @@ from __future__ import annotations
 from firmware_bridge.control_table import get_table
 from firmware_bridge.errors import UnknownModelError
 
-__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "normalize_servos", "parse_actuator_spec",
-           "load_plant"]
+__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "robot_plant", "normalize_servos",
+           "parse_actuator_spec", "load_plant"]
 
 
 class ServoSpecError(ValueError):
@@ -63,6 +63,25 @@ def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
             raise ServoSpecError(f"{path}: servos[{k}] needs 'id' and 'model', got {s!r}")
         pairs.append((s["id"], s["model"]))
     return normalize_servos(pairs, source=str(path)), dict(doc.get("bus") or {})
+
+
+def robot_plant(name: str) -> str | None:
+    """The ``simulation.plant`` factory (``MODULE:FUNCTION``) the robot's config names, or None.
+
+    The robot description says what simulates it (the legged robots name
+    the contact simulator); this package only imports the factory by name.
+    """
+    import yaml
+
+    import robots
+
+    with open(robots.config_path(name)) as f:
+        doc = yaml.safe_load(f) or {}
+    sim = doc.get("simulation") or {}
+    plant = sim.get("plant") if isinstance(sim, dict) else None
+    if plant is not None and not isinstance(plant, str):
+        raise ServoSpecError(f"{robots.config_path(name)}: simulation.plant must be MODULE:FUNCTION")
+    return plant
 
 
 def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:

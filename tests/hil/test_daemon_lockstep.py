@@ -39,9 +39,15 @@ ADDR_GOAL_POSITION = 116
 
 
 def short_config(robot: str = "quadruped", **sections):
-    """The built-in ``robot`` config with a short ramp and the given section overrides."""
+    """The built-in ``robot`` config with a short ramp and the given section overrides.
+
+    These tests check the daemon's reactions, so the servos drive independent
+    loads (a servo reaches its goal); the whole robot on the contact simulator
+    is tested in test_daemon_stands.py.
+    """
     cfg = builtin_config(robot)
-    cfg = replace(cfg, startup=replace(cfg.startup, ramp_s=0.05))
+    cfg = replace(cfg, startup=replace(cfg.startup, ramp_s=0.05),
+                  simulation=replace(cfg.simulation, plant=None))
     for name, changes in sections.items():
         cfg = replace(cfg, **{name: replace(getattr(cfg, name), **changes)})
     return cfg

@@ -64,6 +64,16 @@ for name, s in SPEC.items():
         lines.append("    pose:")
         for j in names:
             lines.append(f"      {j}: {s['pose'][j]}")
+    if name == "quadruped":
+        lines.append("# Stand up from lying through a crouch with the feet under the hips (hip = -knee / 2,")
+        lines.append("# as in the standing pose); straight from folded to standing the feet push the trunk over.")
+        lines.append("startup:")
+        lines.append("  ramp_s: 2.0")
+        lines.append("  via:")
+        lines.append("    - {" + ", ".join(f"{l}_hip_abad: 0.0, {l}_hip_flex: 1.25, {l}_knee: -2.5"
+                                           for l in ("lf", "lh", "rf", "rh")) + "}")
+    if s["floating"]:
+        lines.append('simulation: {plant: "core_cy.sim_plant:make_plant"}  # the contact simulator stands behind the virtual bus')
     text = "\n".join(lines) + "\n"
     yaml.safe_load(text)
     (ROOT / name / f"{name}.yaml").write_text(text)

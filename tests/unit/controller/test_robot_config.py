@@ -121,3 +121,25 @@ def test_builtin_configs_load(name):
     cfg = builtin_config(name)
     assert cfg.robot == name and cfg.n >= 1
     assert cfg.urdf_path() is not None and cfg.urdf_path().exists()
+
+
+def test_startup_via_poses_and_simulation_plant(tmp_path):
+    cfg = load_config(write(tmp_path, {"servos": SERVOS, "startup": {"ramp_s": 2.0, "via": [{"a": 0.5}]},
+                                       "simulation": {"plant": "core_cy.sim_plant:make_plant"}}))
+    assert cfg.startup.via == ({"a": 0.5},) and cfg.simulation.plant == "core_cy.sim_plant:make_plant"
+    with pytest.raises(ConfigError, match="startup.via"):
+        load_config(write(tmp_path, {"servos": SERVOS, "startup": {"via": {"a": 0.5}}}, "bad.yaml"))
+    with pytest.raises(ConfigError, match="simulation.engine"):
+        load_config(write(tmp_path, {"servos": SERVOS, "simulation": {"engine": "x"}}, "bad2.yaml"))
+
+
+def test_startup_via_with_an_unknown_joint_fails_before_torque_on():
+    from controller.daemon import Daemon
+    from controller.errors import ControllerError
+
+    cfg = builtin_config("quadruped")
+    from dataclasses import replace
+
+    cfg = replace(cfg, startup=replace(cfg.startup, via=({"lf_ankle": 0.1},)))
+    with pytest.raises(ControllerError, match="startup.via\\[0\\].*lf_ankle"):
+        Daemon(cfg, bus=None, clock=None, telemetry_path=None, socket_path=None)

@@ -61,3 +61,21 @@ def test_jitter_percentiles():
     js.add(5_000_000)  # overflow bin
     assert js.summary()["max"] == 5000.0
     assert np.isnan(JitterStats().summary()["p99"])
+
+
+def test_widen_to_start_pose_then_restore():
+    # a joint resting on its mechanical stop, outside the soft limits: it may stay
+    # there (goal := present, no jump) until the startup ramp has brought it inside
+    lc = LimitChecker(["a", "b"], [1, 2], [-1, -1], [1, 1], margin=0.1)
+    start = np.array([1.25, 0.0])
+    assert lc.check_position(start) is not None                 # past limit + margin ...
+    assert lc.check_position(start, extra=0.3) is None          # ... but within the startup margin
+    assert "startup" in lc.check_position(np.array([1.5, 0.0]), extra=0.3)
+    lc.widen_to(start)
+    out = np.zeros(2)
+    np.testing.assert_array_equal(lc.clamp(start, out), start)  # no jump at torque on
+    assert lc.check_position(start + [0.05, 0.0]) is None
+    assert lc.check_position(start + [0.15, 0.0]) is not None   # further out: still a fault
+    lc.restore()
+    np.testing.assert_array_equal(lc.clamp(start, out), [1.0, 0.0])
+    assert lc.check_position(start) is not None

@@ -207,13 +207,26 @@ def test_batch_equals_independent_runs(goals):
         np.testing.assert_array_equal(batch.contact_forces[e], s.contact_forces)
 
 
-def test_torque_off_gives_zero_servo_torque_and_falls():
+def test_torque_off_leaves_only_gearbox_friction_and_falls():
+    from core_cy.sim_reference import servo_torque, stop_torque
+
     sim = Simulator.from_urdf(QUAD)
     stand = stand_goals(QUAD)
     sim.reset(stand)
     z0 = sim.q[2]
-    sim.step(stand, torque_on=False, n_steps=300)
-    assert np.all(sim.joint_torques == 0.0)
+    off = np.zeros(12, bool)
+    sim.step(stand, torque_on=off, n_steps=299)
+    q0, v0 = sim.q.copy(), sim.v.copy()
+    sim.step(stand, torque_on=off)
+    # the drive is open: -kc sgn(qd) only, whatever the goal (plus a joint stop where one is hit)
+    lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
+    expect = (servo_torque(sim.config.servo, q0[7:], v0[6:], stand + 1.0, off)
+              + stop_torque(sim.config.servo, lo, hi, q0[7:], v0[6:]))
+    np.testing.assert_allclose(sim.joint_torques, expect, atol=1e-12)
+    inside = (q0[7:] > lo) & (q0[7:] < hi)
+    assert inside.sum() >= 8
+    assert np.all(np.abs(sim.joint_torques[inside]) <= sim.config.servo.kc)
+    assert np.abs(sim.joint_torques[inside]).max() > 0.0  # the legs move, so friction acts
     assert sim.q[2] < z0 - 0.02
 
 
@@ -269,3 +282,61 @@ def test_batch_sweeps_parameters_per_environment():
     np.testing.assert_allclose(batch.q[2], one.q, atol=1e-12)
     with pytest.raises(IndexError):
         batch.set_contact_law(3, soft)
+
+
+@pytest.mark.parametrize("mode,integrator", [("compliant", "euler"), ("compliant", "rk4"),
+                                             ("rigid", "euler")])
+@pytest.mark.parametrize("torque_on", [True, False])
+def test_joint_stops_match_the_reference(mode, integrator, torque_on, goals):
+    cfg = SimConfig(mode=mode, integrator=integrator)
+    sim = Simulator.from_urdf(QUAD, cfg)
+    ref = ReferenceSimulator(QUAD, sim.points, cfg.law, cfg.servo, cfg.ground, mode, integrator,
+                             cfg.dt, cfg.rigid)
+    sim.reset(goals[0])
+    q = sim.q.copy()
+    lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
+    q[7 + 2] = hi[2] + 0.05   # lf knee past its upper stop
+    q[7 + 4] = lo[4] - 0.03   # lh hip_flex past its lower stop
+    v = np.zeros(sim.model.nv)
+    v[6 + 2], v[6 + 4] = 0.4, -0.2  # moving deeper in: the damping acts too
+    sim.set_state(q, v)
+    ref.q, ref.v, ref._lam[:] = q.copy(), v.copy(), 0.0
+    on = np.full(12, torque_on)
+    for _ in range(3):
+        sim.step(goals[700], torque_on=on)
+        ref.step(goals[700], on)
+    np.testing.assert_allclose(pin.difference(ref.model, ref.q, sim.q), 0, atol=1e-11)
+    np.testing.assert_allclose(sim.v, ref.v, atol=1e-9)
+
+
+def test_stop_pushes_out_and_never_pulls_in():
+    from core_cy.sim_reference import stop_torque
+
+    s = ServoParams()
+    lo, hi = np.array([-1.0]), np.array([1.0])
+    assert stop_torque(s, lo, hi, np.array([1.1]), np.array([0.0]))[0] == pytest.approx(-5.0)
+    assert stop_torque(s, lo, hi, np.array([-1.1]), np.array([0.0]))[0] == pytest.approx(5.0)
+    assert stop_torque(s, lo, hi, np.array([0.5]), np.array([3.0]))[0] == 0.0  # inside: none
+    # leaving the stop fast: the damper would pull back in; a stop cannot pull
+    assert stop_torque(s, lo, hi, np.array([1.01]), np.array([-10.0]))[0] == 0.0
+
+
+@pytest.mark.parametrize("stiffness,inside", [(ServoParams().stop_stiffness, True), (0.0, False)])
+def test_torque_off_collapse_stays_at_the_joint_stops(stiffness, inside):
+    # a robot whose servos are off lies down on its trunk (the plant gives the trunk a
+    # collision box); the brackets stop the joints. The negative control without stops
+    # folds a joint well past its limit.
+    from core_cy.sim_plant import RobotPlant
+
+    cfg = SimConfig(servo=replace(ServoParams(), stop_stiffness=stiffness))
+    plant = RobotPlant.for_robot("quadruped", cfg)
+    sim = plant.sim
+    lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
+    pos, vel, tau = np.zeros(plant.n), np.zeros(plant.n), np.zeros(plant.n)
+    goal, off = pos.copy(), np.zeros(plant.n, dtype=bool)
+    worst = 0.0
+    for _ in range(30):
+        plant.step(0.1, goal, off, pos, vel, tau)
+        worst = max(worst, float(np.max(np.maximum(pos - hi, lo - pos))))
+    assert sim.q[2] > 0.0  # resting on the ground, not through it
+    assert (worst < 0.05) is inside, worst
