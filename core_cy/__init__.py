@@ -23,7 +23,6 @@ the daemon.
 
 import importlib as _importlib
 
-
 from core_cy._dynamics import (
     Data,
     Model,

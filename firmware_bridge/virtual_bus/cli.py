@@ -88,8 +88,8 @@ def run(args) -> int:
         ServoSpecError,
         load_plant,
         parse_actuator_spec,
-        robot_plant,
         parse_servo_spec,
+        robot_plant,
         robot_servos,
     )
 

@@ -1,6 +1,7 @@
 """Write robots/NAME/NAME.yaml from the URDFs (ids in Pinocchio joint order)."""
 import sys
 from pathlib import Path
+
 import pinocchio as pin
 import yaml
 

@@ -1,5 +1,7 @@
 """One-off author's helper: writes firmware_bridge/tables/*.yaml (the YAML files are the data)."""
-import math, os
+import math
+import os
+
 OUT = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "firmware_bridge" / "tables")
 os.makedirs(OUT, exist_ok=True)
 RPM = 0.229 * 2 * math.pi / 60
