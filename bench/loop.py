@@ -190,6 +190,7 @@ class _Ours:
             d.shutdown()
         except Exception:  # noqa: BLE001 - benchmark teardown
             d.stop_all_servos()
+        d.resume_gc()
         d.close_bus()
 
 

@@ -188,6 +188,8 @@ class Daemon:
         self._run_dl1 = 0
         self._connected = False
         self._torque_on = False
+        self._gc_paused = False
+        self._gc_was_enabled = True
         self.realtime_report: RealtimeReport | None = None
         self.helper_threads: list = []  # other threads that take the GIL (status line, ...)
 
@@ -305,6 +307,7 @@ class Daemon:
             self.fault(f"unexpected {type(exc).__name__}: {exc}")
         finally:
             self._end_realtime()
+            self.resume_gc()
             self.close_bus()
             if old_handlers is not None:
                 self._restore_signal_handlers(old_handlers)
@@ -450,6 +453,7 @@ class Daemon:
             self._waypoints[i + 1] = joint_vector(self.ctx, via, f"startup.via[{i}]", default=self._waypoints[i])
         self.controller.start(self.state)
         self._begin_realtime()
+        self.pause_gc()  # before the first deadline: the collection is a multi-ms stall
         self.rate.start()
         self._anchor_ns = self.rate.next_deadline_ns
         self._prev_wake = self.clock.now_ns()
@@ -475,9 +479,7 @@ class Daemon:
             self._run_t0 = self.rate.next_deadline_ns
             self._run_wall0 = time.monotonic_ns()
         end_ns = None if duration_s is None else self.rate.next_deadline_ns + int(duration_s * 1e9)
-        gc_was = gc.isenabled()
-        gc.collect()
-        gc.disable()  # a tick creates no cycles; a collection is a multi-ms stall
+        self.pause_gc()  # normally done by startup already
         try:
             while True:
                 self._check_requests()
@@ -489,8 +491,32 @@ class Daemon:
         finally:
             self._run_wall1 = time.monotonic_ns()
             self._run_dl1 = self.rate.deadline_ns
-            if gc_was:
-                gc.enable()
+
+    def pause_gc(self) -> None:
+        """Collect once, freeze what survives, and keep the cyclic collector off.
+
+        A tick creates no reference cycles, so nothing is lost; a full
+        collection of this process's heap (NumPy, the dynamics model, ...)
+        measured ~37 ms, i.e. 37 missed ticks at 1 kHz, if it ran inside
+        the loop.  Done once before the first deadline, not per run block.
+        Idempotent; :meth:`resume_gc` undoes it (``run`` does at the end).
+        """
+        if self._gc_paused:
+            return
+        self._gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.freeze()  # survivors go to the permanent generation: later collections skip them
+        gc.disable()
+        self._gc_paused = True
+
+    def resume_gc(self) -> None:
+        """Undo :meth:`pause_gc`."""
+        if not self._gc_paused:
+            return
+        gc.unfreeze()
+        if self._gc_was_enabled:
+            gc.enable()
+        self._gc_paused = False
 
     def _check_requests(self) -> None:
         if self._hard_stop is not None:

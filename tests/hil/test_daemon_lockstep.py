@@ -508,3 +508,22 @@ def test_socket_held_by_another_daemon_is_a_clean_fault(tmp_path):
         other.close()
     assert s["state"] == "fault" and s["faults"][0].startswith("command socket: another daemon")
     assert s["ticks"] == 0
+
+
+def test_no_garbage_collection_inside_the_loop(tmp_path):
+    # a full collection of this heap is tens of ms: it runs once before the first
+    # deadline, the collector stays off through startup and run, and comes back after
+    import gc
+
+    assert gc.isenabled()
+    cfg = short_config()
+    rig = LockstepRig(cfg)
+    seen = []
+    rig.hooks.append(lambda t: seen.append((gc.isenabled(), gc.get_freeze_count() > 0)))
+    try:
+        s = run_rig(rig, 0.1)
+    finally:
+        rig.close()
+    assert s["state"] == "done"
+    assert seen and all(not enabled and frozen for enabled, frozen in seen)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
