@@ -112,29 +112,7 @@ class _Anchor:
         gw.txPacket()
 
     def run_block(self, seconds: float) -> None:
-        period = self.period
-        mono = time.monotonic_ns
-        t_start = mono()
-        deadline = t_start + period
-        end = deadline + int(seconds * 1e9)
-        while deadline < end:
-            now = mono()
-            if now > deadline:
-                k = (now - deadline + period - 1) // period
-                self.missed += k
-                deadline += k * period
-            time.sleep(max(0.0, (deadline - mono()) * 1e-9))
-            late = mono() - deadline
-            if late >= period:
-                k = late // period
-                self.missed += k
-                deadline += k * period
-                late -= k * period
-            self.jitter.add(late)
-            self.ticks += 1
-            self._cycle()
-            deadline += period
-        self.seconds += (mono() - t_start) * 1e-9
+        _sleep_loop(self, self.period, seconds, self._cycle)
 
     def close(self) -> None:
         self.ph.closePort()
@@ -256,28 +234,40 @@ def _clock_case(rate: float, seconds: float, block: float, spin_us: float):
             ours.ticks += 1
         ours.missed += rate_obj.missed - m0
         ours.seconds += (time.monotonic_ns() - t0) * 1e-9
-        mono = time.monotonic_ns
-        t0 = mono()
-        deadline = t0 + period
-        end = deadline + int(seconds / nblocks * 1e9)
-        while deadline < end:
-            now = mono()
-            if now > deadline:
-                k = (now - deadline + period - 1) // period
-                anchor.missed += k
-                deadline += k * period
-            time.sleep(max(0.0, (deadline - mono()) * 1e-9))
-            late = mono() - deadline
-            if late >= period:
-                k = late // period
-                anchor.missed += k
-                deadline += k * period
-                late -= k * period
-            anchor.jitter.add(late)
-            anchor.ticks += 1
-            deadline += period
-        anchor.seconds += (mono() - t0) * 1e-9
+        _sleep_loop(anchor, period, seconds / nblocks)
     return ours, anchor
+
+
+def _sleep_loop(side, period: int, seconds: float, work=None) -> None:
+    """The anchor's loop: ``time.sleep`` to each deadline, then ``work()``.
+
+    Same rule as our clock: a tick found late by a whole period or more is
+    counted in ``side.missed`` and skipped, never caught up.  Updates
+    ``side.jitter``, ``ticks``, ``missed``, ``seconds``.
+    """
+    mono = time.monotonic_ns
+    t_start = mono()
+    deadline = t_start + period
+    end = deadline + int(seconds * 1e9)
+    while deadline < end:
+        now = mono()
+        if now > deadline:
+            k = (now - deadline + period - 1) // period
+            side.missed += k
+            deadline += k * period
+        time.sleep(max(0.0, (deadline - mono()) * 1e-9))
+        late = mono() - deadline
+        if late >= period:
+            k = late // period
+            side.missed += k
+            deadline += k * period
+            late -= k * period
+        side.jitter.add(late)
+        side.ticks += 1
+        if work is not None:
+            work()
+        deadline += period
+    side.seconds += (mono() - t_start) * 1e-9
 
 
 def run(args) -> dict:
