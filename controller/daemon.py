@@ -148,7 +148,6 @@ class Daemon:
         self.state = JointState.zeros(n)
         self.current = np.full(n, np.nan)  # measured current (A) or load, joint sign
         self.cmd = Command.zeros(n)
-        self.ramp_from = np.zeros(n)
         self.goal = np.zeros(n)  # joint goal after safety, rad
         self.goal_servo = np.zeros(n)  # servo goal, rad
         self.current_servo = np.zeros(n)  # servo goal current, A
@@ -447,7 +446,6 @@ class Daemon:
                 self._torque_on = True
             except BridgeError as exc:
                 raise _Fault(f"startup: torque on failed: {exc}") from exc
-        self.ramp_from[:] = self.goal
         self._waypoints[0] = self.goal
         for i, via in enumerate(self.cfg.startup.via):
             self._waypoints[i + 1] = joint_vector(self.ctx, via, f"startup.via[{i}]", default=self._waypoints[i])
