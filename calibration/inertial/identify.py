@@ -57,6 +57,8 @@ class InertialResult:
     irls : IrlsResult or None
     n_samples : int
     condition_number : float, of the column-normalised base regressor (excitation quality)
+    solver_status : str, the solver's word: "optimal", or "optimal_inaccurate" if any solve
+        (IRLS solves several) met only the solver's relaxed tolerances
     """
 
     method: str
@@ -71,11 +73,13 @@ class InertialResult:
     condition_number: float = float("nan")
     names: list = field(default_factory=list)
     joint_names: list = field(default_factory=list)
+    solver_status: str = "optimal"
 
     def to_dict(self) -> dict:
         """Plain-Python form for YAML/JSON reports."""
         out = {
             "method": self.method,
+            "solver_status": self.solver_status,
             "n_samples": self.n_samples,
             "condition_number": self.condition_number,
             "cost": self.cost,
@@ -95,14 +99,23 @@ class InertialResult:
         return out
 
 
-def _fitter(method, model, base, eps, prior_weight, ni_fixed):
+def _fitter(method, model, base, eps, prior_weight, ni_fixed, statuses: list):
+    """``fit(Phi, U) -> x``; each solve's status is appended to ``statuses``."""
     layout = model.layout
     if method == "ols":
-        return lambda Phi, U: solve_ols(Phi, U).x
-    if method == "sdp":
-        return lambda Phi, U: solve_sdp(Phi, U, layout, eps=eps, prior=model.theta_urdf,
-                                        prior_weight=prior_weight).x
-    return lambda Phi, U: solve_friction(Phi, U, layout, ni_fixed).x
+        solve = lambda Phi, U: solve_ols(Phi, U)  # noqa: E731
+    elif method == "sdp":
+        solve = lambda Phi, U: solve_sdp(Phi, U, layout, eps=eps, prior=model.theta_urdf,  # noqa: E731
+                                         prior_weight=prior_weight)
+    else:
+        solve = lambda Phi, U: solve_friction(Phi, U, layout, ni_fixed)  # noqa: E731
+
+    def fit(Phi, U):
+        sol = solve(Phi, U)
+        statuses.append(sol.status)
+        return sol.x
+
+    return fit
 
 
 def identify(model: RegressorModel, Q, V, A, tau, method: str = "sdp", use_irls: bool = False,
@@ -163,7 +176,8 @@ def identify_stacked(model: RegressorModel, W, tau, base: BaseParameters, method
     layout = model.layout
     ni_fixed = model.theta_urdf if theta_inertial is None else np.asarray(theta_inertial, dtype=float)
     Phi = base.base_regressor(W) if method == "ols" else W
-    fit = _fitter(method, model, base, eps, prior_weight, ni_fixed)
+    statuses: list[str] = []
+    fit = _fitter(method, model, base, eps, prior_weight, ni_fixed, statuses)
     result_irls = None
     if use_irls:
         n_params = base.rank if method != "friction" else 4 * len(layout.joint_names)
@@ -190,7 +204,8 @@ def identify_stacked(model: RegressorModel, W, tau, base: BaseParameters, method
     return InertialResult(method, theta, pi, base, float(np.sum(res**2)),
                           np.sqrt(np.mean(res**2, axis=0)), report, result_irls,
                           n_samples=len(tau), condition_number=cond, names=layout.names(),
-                          joint_names=names)
+                          joint_names=names,
+                          solver_status=next((st for st in statuses if st != "optimal"), "optimal"))
 
 
 def _row_names(model) -> list[str]:
