@@ -18,8 +18,6 @@ figures are comparable with BAM's.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -395,23 +393,17 @@ def save_recording(rec: Recording, path) -> Path:
     Path
         The written file.
     """
+    from calibration.report import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if path.suffix == ".npz":
-                arrays = {k: getattr(rec, k) for k in _CHANNELS}
-                arrays["torque_enable"] = rec.torque_enable.astype(np.uint8)
-                arrays.update(rec.extra)
-                np.savez(f, meta=np.array(json.dumps(rec.meta())), **arrays)
-            else:
-                f.write(json.dumps(_to_json(rec)).encode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        if path.suffix == ".npz":
+            arrays = {k: getattr(rec, k) for k in _CHANNELS}
+            arrays["torque_enable"] = rec.torque_enable.astype(np.uint8)
+            arrays.update(rec.extra)
+            np.savez(f, meta=np.array(json.dumps(rec.meta())), **arrays)
+        else:
+            f.write(json.dumps(_to_json(rec)).encode())
     return path
 
 

@@ -7,6 +7,7 @@ half a file.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
@@ -15,23 +16,34 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-__all__ = ["atomic_write_bytes", "write_yaml", "plot_fit"]
+__all__ = ["atomic_path", "atomic_write_bytes", "write_yaml", "plot_fit"]
 
 
-def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+@contextlib.contextmanager
+def atomic_path(path, suffix: str = ".tmp"):
+    """Yield a temporary path beside ``path``; on success rename it to ``path``.
+
+    On any error the temporary file is removed and ``path`` is untouched:
+    an interrupted run leaves the previous file or none, never half a file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return path
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+    return Path(path)
 
 
 def _plain(x):
@@ -96,17 +108,9 @@ def plot_fit(path, runs: list[dict], title: str = "") -> Path:
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=80)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=80)
     finally:
         plt.close(fig)
-    return path
+    return Path(path)

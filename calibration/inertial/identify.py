@@ -13,8 +13,6 @@ solves one of three problems, optionally inside IRLS, and checks the result:
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -280,13 +278,9 @@ def write_report(result: InertialResult, path) -> Path:
     """Write ``result.to_dict()`` as YAML, atomically (temporary file, then rename)."""
     import yaml
 
+    from calibration.report import atomic_path
+
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(result.to_dict(), f, sort_keys=False)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        yaml.safe_dump(result.to_dict(), f, sort_keys=False)
     return path
