@@ -151,18 +151,8 @@ cdef void _backward_solve(int n, const double* L, double* x) noexcept nogil:
 
 cdef void _chol_solve(int n, const double* L, double* x) noexcept nogil:
     """x <- A^-1 x with L from _cholesky (forward then backward substitution)."""
-    cdef int i, k
-    cdef double s
-    for i in range(n):
-        s = x[i]
-        for k in range(i):
-            s -= L[i * n + k] * x[k]
-        x[i] = s / L[i * n + i]
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, n):
-            s -= L[k * n + i] * x[k]
-        x[i] = s / L[i * n + i]
+    _forward_solve(n, L, x)
+    _backward_solve(n, L, x)
 
 
 cdef void _servo(const SimParams* P, const double* q, const double* v, const double* goal,
