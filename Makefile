@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.servoloop-installed
-PYX    := $(shell find core_cy firmware_bridge controller -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
+PYX    := $(shell find core_cy firmware_bridge controller virtual_bus -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
 
 .PHONY: setup run test bench lint clean
 
@@ -16,7 +16,7 @@ $(PY):
 # Reinstall only when the dependency list or the build changes.
 $(STAMP): pyproject.toml setup.py | $(PY)
 	$(PIP) install -q -U pip setuptools wheel "Cython>=3.0" "numpy>=1.26"
-	$(PIP) install -q --no-build-isolation -e ".[test]"
+	$(PIP) install -q --no-build-isolation -e ".[all,test]"
 	touch $(STAMP)
 
 # Incremental: recompiles only the .pyx files that changed.
@@ -39,4 +39,4 @@ lint: setup
 
 clean:
 	rm -rf build $(VENV) *.egg-info
-	find core_cy firmware_bridge controller -name '*.so' -delete -o -name '*.c' -delete
+	find core_cy firmware_bridge controller virtual_bus -name '*.so' -delete -o -name '*.c' -delete

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from bench.common import Row, interleaved_times, report
+from servoloop.bench.common import Row, interleaved_times, report
 
 __all__ = ["add_arguments", "run", "wire_limit_hz", "cycle_bytes"]
 
@@ -65,7 +65,7 @@ class _VirtualBus:
     """``servoloop virtual-bus`` as a child process; the pty path is its first stdout line."""
 
     def __init__(self, n: int, baud: int, wire_timing: bool):
-        cmd = [sys.executable, "-m", "controller.cli", "virtual-bus", "--servos", f"1-{n}:{MODEL}",
+        cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus", "--servos", f"1-{n}:{MODEL}",
                "--baud", str(baud), "--return-delay", "0"]
         if wire_timing:
             cmd.append("--wire-timing")
@@ -89,7 +89,7 @@ class _VirtualBus:
 
 
 def _ours(port: str, n: int, baud: int):
-    from firmware_bridge.bus import Bus, ServoSpec
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
 
     bus = Bus(port, baud, 2, [ServoSpec(i, MODEL) for i in range(1, n + 1)])
     bus.open()
@@ -110,7 +110,7 @@ def _ours(port: str, n: int, baud: int):
 
 
 def _sdk(port: str, n: int, baud: int):
-    from firmware_bridge.sdk import sdk as dxl
+    from servoloop.firmware_bridge.sdk import sdk as dxl
 
     ph = dxl.PortHandler(port)
     if not (ph.openPort() and ph.setBaudRate(baud)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from bench.common import print_report
+from servoloop.bench.common import print_report
 
 __all__ = ["register", "BENCHMARKS"]
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 def _module(name: str, strict: bool = True):
     try:
-        return importlib.import_module(f"bench.{name}")
+        return importlib.import_module(f"servoloop.bench.{name}")
     except ModuleNotFoundError as exc:
         if exc.name != f"bench.{name}" or strict:
             raise

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import Row, interleaved_times, report
+from servoloop.bench.common import Row, interleaved_times, report
 
 __all__ = ["add_arguments", "run", "ROBOTS"]
 
@@ -150,7 +150,7 @@ def _thread_counts(args) -> list[int]:
 def run(args) -> dict:
     import pinocchio as pin
 
-    import core_cy
+    from servoloop import core_cy
 
     rows = []
     root = _erd_root()

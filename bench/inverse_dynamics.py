@@ -1,7 +1,7 @@
 """``servoloop bench inverse_dynamics``: contact inverse dynamics (seed 003) per call.
 
 The built-in quadruped standing on its four feet, q_dd_des = 0, each
-variant of :func:`core_cy.inverse_dynamics.solve`; the contact set is the
+variant of :func:`core_cy.inverse_dynamics.solvers.solve`; the contact set is the
 four feet duplicated 1, 2, 5 and 10 times (4 to 40 contacts, the paper's
 scaling experiment, digest §9.18).  The anchor is one rigid step of our own
 simulator from the same state (the same model evaluation plus one contact
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.common import Row, interleaved_times, report
+from servoloop.bench.common import Row, interleaved_times, report
 
 __all__ = ["add_arguments", "run"]
 
@@ -27,13 +27,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> dict:
-    from core_cy._dynamics import Data, Model
-
-    from core_cy import inverse_dynamics as ID
-    from core_cy.sim import SimConfig, Simulator
-    from core_cy.sim_gait import stand_goals
-    from core_cy.sim_model import ContactPoints, contact_points_from_urdf
-    from robots import urdf_path
+    from servoloop.core_cy.dynamics._dynamics import Data, Model
+    from servoloop.core_cy.inverse_dynamics import solvers as ID
+    from servoloop.core_cy.sim.model import ContactPoints, contact_points_from_urdf
+    from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+    from servoloop.experiments.gaits import stand_goals
+    from servoloop.robots import urdf_path
 
     urdf = str(urdf_path("quadruped"))
     model = Model.from_urdf(urdf, floating_base=True)

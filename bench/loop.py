@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from bench.common import Row, report
+from servoloop.bench.common import Row, report
 
 __all__ = ["add_arguments", "run"]
 
@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
 
 
 def _config(n: int, rate: float, spin_us: float):
-    from controller.config import config_from_dict
+    from servoloop.controller.config import config_from_dict
 
     return config_from_dict({
         "robot": "loopbench",
@@ -68,8 +68,8 @@ class _Anchor:
     """time.sleep to the deadline + dynamixel_sdk sync read/write, same accounting as ours."""
 
     def __init__(self, port: str, n: int, baud: int, rate: float):
-        from controller.loop_stats import JitterStats
-        from firmware_bridge.sdk import sdk as dxl
+        from servoloop.controller.loop_stats import JitterStats
+        from servoloop.firmware_bridge.sdk import sdk as dxl
 
         self.dxl = dxl
         self.ph = dxl.PortHandler(port)
@@ -126,9 +126,9 @@ class _Ours:
     """The daemon, connected and ramped, run in blocks of its run state."""
 
     def __init__(self, cfg, port: str):
-        from controller.clock import MonotonicClock
-        from controller.daemon import Daemon
-        from controller.runtime import make_bus
+        from servoloop.controller.clock import MonotonicClock
+        from servoloop.controller.daemon import Daemon
+        from servoloop.controller.runtime import make_bus
 
         self.daemon = Daemon(cfg, make_bus(cfg, port), MonotonicClock(cfg.loop.spin_s),
                              telemetry_path=None, socket_path=None, realtime=False)
@@ -208,8 +208,8 @@ def _rows(case: str, ours, anchor, anchor_name: str = "time.sleep+dynamixel_sdk"
 
 def _clock_case(rate: float, seconds: float, block: float, spin_us: float):
     """Clock only: our FixedRate + MonotonicClock vs a time.sleep loop, same skip rule."""
-    from controller.clock import FixedRate, MonotonicClock
-    from controller.loop_stats import JitterStats
+    from servoloop.controller.clock import FixedRate, MonotonicClock
+    from servoloop.controller.loop_stats import JitterStats
 
     class _Side:
         def __init__(self):
@@ -271,8 +271,8 @@ def _sleep_loop(side, period: int, seconds: float, work=None) -> None:
 
 
 def run(args) -> dict:
-    from controller.realtime import apply_realtime, restore_realtime
-    from controller.runtime import VirtualBusProcess
+    from servoloop.controller.realtime import apply_realtime, restore_realtime
+    from servoloop.controller.runtime import VirtualBusProcess
 
     seconds = float(getattr(args, "seconds", 10.0))
     rate = float(getattr(args, "rate", 1000.0))

@@ -8,7 +8,7 @@ steps.  Agreement: seed 002's experiment (10 s trot, same robot, servo
 gains and gait in both) with the paper's MAEs as anchors, and the
 timestep-halving figures against the MuJoCo difference they must stay below.
 Agreement runs use our compliant step at dt = 0.25 ms (see
-core_cy/sim_compare.py) and the rigid step at 1 ms; MuJoCo at 1 ms.
+experiments/seed002_compare.py) and the rigid step at 1 ms; MuJoCo at 1 ms.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from bench.common import Row, interleaved_times, report
+from servoloop.bench.common import Row, interleaved_times, report
 
 __all__ = ["add_arguments", "run"]
 
@@ -42,8 +42,8 @@ def _time_vs_mujoco(urdf, goals, mode: str, integ: str, n: int) -> tuple[float, 
     """Seconds per block of n steps from one mid-trot state: ours, mj_step."""
     import mujoco
 
-    from core_cy.sim import SimConfig, Simulator
-    from core_cy.sim_mujoco import MujocoTwin
+    from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+    from servoloop.experiments.mujoco_twin import MujocoTwin
 
     sim = Simulator.from_urdf(urdf, SimConfig(mode=mode, integrator=integ, dt=1e-3))
     sim.reset(goals[0])
@@ -67,9 +67,9 @@ def _time_vs_mujoco(urdf, goals, mode: str, integ: str, n: int) -> tuple[float, 
 
 
 def _speed_rows(args) -> list[Row]:
-    from core_cy.sim import SimConfig, Simulator
-    from core_cy.sim_compare import default_urdf
-    from core_cy.sim_gait import trot_goals
+    from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+    from servoloop.experiments.gaits import trot_goals
+    from servoloop.experiments.seed002_compare import default_urdf
 
     urdf = default_urdf()
     goals = trot_goals(urdf, 1e-3, 1.0)
@@ -80,7 +80,7 @@ def _speed_rows(args) -> list[Row]:
         rows.append(Row(f"quadruped {mode}" + (" rk4" if integ == "rk4" else ""),
                         "us_per_step", "us", o / n * 1e6, "mujoco mj_step", a / n * 1e6))
     # batch API vs a Python loop of single steps
-    from core_cy.sim import BatchSimulator
+    from servoloop.core_cy.sim.simulator import BatchSimulator
 
     ne = int(args.envs)
     cfg = SimConfig(dt=1e-3)
@@ -109,9 +109,13 @@ def _speed_rows(args) -> list[Row]:
 
 
 def _agreement_rows(args) -> list[Row]:
-    from core_cy.sim import SimConfig
-    from core_cy.sim_compare import COMPARISON_DT, dt_convergence, quadruped_comparison
-    from core_cy.sim_mujoco import PAPER_FIGURES
+    from servoloop.core_cy.sim.simulator import SimConfig
+    from servoloop.experiments.mujoco_twin import PAPER_FIGURES
+    from servoloop.experiments.seed002_compare import (
+        COMPARISON_DT,
+        dt_convergence,
+        quadruped_comparison,
+    )
 
     rows = []
     T = float(args.duration)
@@ -140,10 +144,10 @@ def _realtime_rows(T: float) -> list[Row]:
     """Simulated seconds per wall second of the whole trot (the paper: 10 s in 300 s)."""
     import mujoco
 
-    from core_cy.sim import SimConfig, Simulator
-    from core_cy.sim_compare import COMPARISON_DT, default_urdf
-    from core_cy.sim_gait import trot_goals
-    from core_cy.sim_mujoco import MujocoTwin
+    from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+    from servoloop.experiments.gaits import trot_goals
+    from servoloop.experiments.mujoco_twin import MujocoTwin
+    from servoloop.experiments.seed002_compare import COMPARISON_DT, default_urdf
 
     urdf = default_urdf()
     goals = trot_goals(urdf, 1e-3, T)

@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from calibration.errors import FitError, RecordingUnexcitedError
-from calibration.models import get_model
-from calibration.output_error import fit_output_error
-from calibration.recording import Recording, resample
-from calibration.seed000 import fit_seed000
-from calibration.simulation import simulation_mae
+from servoloop.calibration.errors import FitError, RecordingUnexcitedError
+from servoloop.calibration.models import get_model
+from servoloop.calibration.output_error import fit_output_error
+from servoloop.calibration.recording import Recording, resample
+from servoloop.calibration.seed000 import fit_seed000
+from servoloop.calibration.simulation import simulation_mae
 
 __all__ = ["identify_bench", "check_step_excitation", "BENCH_DT_S"]
 

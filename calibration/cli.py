@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def _add_inertial(csub):
-    from calibration.inertial import command
+    from servoloop.calibration.inertial import command
 
     p = csub.add_parser("inertial", help=command.HELP)
     command.add_arguments(p)
@@ -59,7 +59,7 @@ def _add_fit(csub):
 
 
 def _load_params(spec: str) -> dict:
-    from calibration.models import BAM_XL330_PUBLISHED
+    from servoloop.calibration.models import BAM_XL330_PUBLISHED
 
     if spec.startswith("bam:"):
         key = spec[4:]
@@ -80,7 +80,7 @@ def _load_params(spec: str) -> dict:
 
 
 def run_fit(args) -> int:
-    from calibration.errors import FitError, RecordingError
+    from servoloop.calibration.errors import FitError, RecordingError
 
     try:
         return _run_fit(args)
@@ -96,8 +96,8 @@ def run_fit(args) -> int:
 
 
 def _run_fit(args) -> int:
-    from calibration.models import get_model
-    from calibration.offline import (
+    from servoloop.calibration.models import get_model
+    from servoloop.calibration.offline import (
         OfflineFit,
         fit_logs,
         load_resampled,
@@ -129,7 +129,7 @@ def _run_fit(args) -> int:
     if args.out:
         _write_fit_yaml(args.out, fit, args)
     if args.report:
-        from calibration.report import plot_fit
+        from servoloop.calibration.report import plot_fit
 
         runs = simulated_runs(name, fit.params, train, "train") + simulated_runs(name, fit.params, holdout, "holdout")
         plot_fit(args.report, runs, f"model {name}")
@@ -161,7 +161,7 @@ def _print_fit(fit) -> None:
 
 
 def _write_fit_yaml(path, fit, args) -> None:
-    from calibration.report import write_yaml
+    from servoloop.calibration.report import write_yaml
 
     write_yaml(path, {
         "model": fit.model,
@@ -175,7 +175,7 @@ def _write_fit_yaml(path, fit, args) -> None:
 
 
 def _cross_validate(args, names, recs, progress) -> int:
-    from calibration.offline import cross_validate_by_gain
+    from servoloop.calibration.offline import cross_validate_by_gain
 
     table = {}
     for name in names:
@@ -192,7 +192,7 @@ def _cross_validate(args, names, recs, progress) -> int:
             "mean_mae_rad": sum(r["mae_rad"] for r in rows) / len(rows),
         }
     if args.out:
-        from calibration.report import write_yaml
+        from servoloop.calibration.report import write_yaml
 
         write_yaml(args.out, {"cross_validation_by_gain": table,
                               "data": [r.path for r in recs], "resample_dt_s": args.dt})
@@ -236,7 +236,7 @@ def _add_actuator(csub):
 
 
 def run_actuator(args) -> int:
-    from calibration.experiment_cli import run_actuator_command
+    from servoloop.calibration.experiment_cli import run_actuator_command
 
     return run_actuator_command(args)
 
@@ -260,7 +260,7 @@ def _add_friction(csub):
 
 
 def run_friction(args) -> int:
-    from calibration.friction_cli import run_friction_command
+    from servoloop.calibration.friction_cli import run_friction_command
 
     return run_friction_command(args)
 

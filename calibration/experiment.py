@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibration.errors import ExperimentError
-from calibration.recording import Recording
+from servoloop.calibration.errors import ExperimentError
+from servoloop.calibration.recording import Recording
 
 __all__ = ["LoadSpec", "parse_load", "ServoSnapshot", "gain_registers", "snapshot_servo",
            "restore_servo", "square_wave_goal", "record_square_wave", "pilot_amplitude",
@@ -221,7 +221,7 @@ def _channels(rows, reader) -> dict:
 
 
 def _as_sent(register, value: float) -> float:
-    from firmware_bridge.units import from_si, to_si
+    from servoloop.firmware_bridge.units import from_si, to_si
 
     return to_si(register, from_si(register, value))
 

@@ -11,7 +11,12 @@ __all__ = ["run_actuator_command"]
 
 
 def run_actuator_command(args) -> int:
-    from calibration.errors import CalibrationError, ExperimentError, FitError, RecordingError
+    from servoloop.calibration.errors import (
+        CalibrationError,
+        ExperimentError,
+        FitError,
+        RecordingError,
+    )
 
     try:
         return _run(args)
@@ -40,9 +45,9 @@ def _raw_dir(args) -> Path:
 
 
 def _run(args) -> int:
-    from calibration.bench_fit import identify_bench
-    from calibration.experiment import parse_load
-    from calibration.recording import save_recording
+    from servoloop.calibration.bench_fit import identify_bench
+    from servoloop.calibration.experiment import parse_load
+    from servoloop.calibration.recording import save_recording
 
     load = parse_load(args.load, args.inertia)
     gains = [int(g) for g in args.gains.split(",")] if args.gains else None
@@ -65,7 +70,7 @@ def _run(args) -> int:
     result = identify_bench(recs, half_period=args.half_period, torque_limit=torque_limit)
     result["data"] = {"raw": raw_files, "load": load.describe(), "servo": servo,
                       "half_period_s": args.half_period, "cycles": args.cycles}
-    from calibration.report import write_yaml
+    from servoloop.calibration.report import write_yaml
 
     write_yaml(args.out, result)
     if args.report:
@@ -90,7 +95,7 @@ def _plain(x):
 
 
 def _simulated(args, load, gains):
-    from calibration.simulated_bench import simulate_square_wave
+    from servoloop.calibration.simulated_bench import simulate_square_wave
 
     try:
         kp, kd, kc = (float(v) for v in args.simulate.split(","))
@@ -102,9 +107,9 @@ def _simulated(args, load, gains):
 
 
 def _hardware(args, load, gains, keep):
-    from calibration.experiment import known_torque_limit, run_experiment
-    from firmware_bridge.bus import Bus, ServoSpec
-    from firmware_bridge.control_table import get_table
+    from servoloop.calibration.experiment import known_torque_limit, run_experiment
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
+    from servoloop.firmware_bridge.control_table import get_table
 
     if not args.port:
         raise ValueError("--port is required (or --simulate KP,KD,KC for an in-process run)")
@@ -121,8 +126,8 @@ def _hardware(args, load, gains, keep):
 
 
 def _detect_model(args) -> str:
-    from firmware_bridge.bus import Bus
-    from firmware_bridge.control_table import model_name
+    from servoloop.firmware_bridge.bus import Bus
+    from servoloop.firmware_bridge.control_table import model_name
 
     last = None
     for protocol in ([args.protocol] if args.protocol else [2, 1]):
@@ -137,10 +142,10 @@ def _detect_model(args) -> str:
 def _plot(path, recs, result):
     import dataclasses
 
-    from calibration.bench_fit import BENCH_DT_S, _bench_spec
-    from calibration.recording import resample
-    from calibration.report import plot_fit
-    from calibration.simulation import simulate_recording
+    from servoloop.calibration.bench_fit import BENCH_DT_S, _bench_spec
+    from servoloop.calibration.recording import resample
+    from servoloop.calibration.report import plot_fit
+    from servoloop.calibration.simulation import simulate_recording
 
     runs = []
     for rec, g in zip(recs, result["fit"]["per_gain"], strict=True):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from calibration.errors import ExperimentError, FitError
+from servoloop.calibration.errors import ExperimentError, FitError
 
 __all__ = ["FrictionCurve", "fit_friction_curve", "friction_torque", "sweep_velocity"]
 

@@ -10,7 +10,7 @@ __all__ = ["run_friction_command"]
 
 
 def run_friction_command(args) -> int:
-    from calibration.errors import ExperimentError, FitError
+    from servoloop.calibration.errors import ExperimentError, FitError
 
     try:
         return _run(args)
@@ -31,8 +31,8 @@ def run_friction_command(args) -> int:
 
 
 def _run(args) -> int:
-    from calibration.friction import fit_friction_curve, sweep_velocity
-    from calibration.report import atomic_write_bytes, write_yaml
+    from servoloop.calibration.friction import fit_friction_curve, sweep_velocity
+    from servoloop.calibration.report import atomic_write_bytes, write_yaml
 
     if args.log:
         data = json.loads(Path(args.log).read_text())
@@ -43,7 +43,7 @@ def _run(args) -> int:
     else:
         if not args.port or args.id is None:
             raise ValueError("--port and --id are required (or --log SWEEP.json)")
-        from firmware_bridge.bus import Bus, ServoSpec
+        from servoloop.firmware_bridge.bus import Bus, ServoSpec
 
         velocities = [float(v) for v in args.velocities.split(",")]
         model = args.model

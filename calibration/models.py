@@ -2,7 +2,7 @@
 
 Every model maps a dict of named physical parameters plus one recording
 (its firmware gain, supply voltage, load) to the parameter vector of
-:mod:`core_cy.actuator_layout`.  One parameter set serves every firmware
+:mod:`core_cy.actuator.layout`.  One parameter set serves every firmware
 gain: the firmware gain enters through a fixed or fitted gain scale.
 
 Models
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core_cy import actuator_layout as L
+from servoloop.core_cy.actuator import layout as L
 
 __all__ = ["ModelSpec", "MODELS", "get_model", "XL330_ERROR_GAIN", "BAM_XL330_PUBLISHED", "XL330_DATASHEET_MOTOR"]
 

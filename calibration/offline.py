@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.errors import FitError
-from calibration.models import BAM_XL330_PUBLISHED, get_model
-from calibration.output_error import fit_output_error
-from calibration.recording import Recording, load_recording, resample
-from calibration.simulation import simulate_recording, simulation_mae
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.models import BAM_XL330_PUBLISHED, get_model
+from servoloop.calibration.output_error import fit_output_error
+from servoloop.calibration.recording import Recording, load_recording, resample
+from servoloop.calibration.simulation import simulate_recording, simulation_mae
 
 __all__ = ["load_resampled", "fit_logs", "score_logs", "cross_validate_by_gain", "default_start",
            "OfflineFit"]

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from calibration.errors import FitError
-from calibration.models import ModelSpec
-from calibration.recording import Recording
-from calibration.simulation import expected_reading, simulate_recording, simulation_mae
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.models import ModelSpec
+from servoloop.calibration.recording import Recording
+from servoloop.calibration.simulation import expected_reading, simulate_recording, simulation_mae
 
 __all__ = ["FitResult", "fit_output_error"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.errors import (
+from servoloop.calibration.errors import (
     RecordingFormatError,
     RecordingGapError,
     RecordingNaNError,
@@ -393,7 +393,7 @@ def save_recording(rec: Recording, path) -> Path:
     Path
         The written file.
     """
-    from calibration.report import atomic_path
+    from servoloop.calibration.report import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:

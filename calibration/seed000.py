@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from calibration.errors import FitError
-from calibration.recording import Recording
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.recording import Recording
 
 __all__ = ["Seed000Result", "segments", "smooth_derivatives", "fit_seed000"]
 

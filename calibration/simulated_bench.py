@@ -2,7 +2,7 @@
 
 For when no bus (real or virtual) is at hand: the same square wave, the
 servo replaced by seed 000's law (+ stall saturation) integrated by
-``core_cy.actuator`` at fine substeps, the reading rounded to encoder ticks
+``core_cy.actuator.simulate`` at fine substeps, the reading rounded to encoder ticks
 with Gaussian noise before rounding (as the virtual servo bus does).
 """
 
@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from calibration.experiment import LoadSpec, square_wave_goal
-from calibration.models import get_model
-from calibration.recording import GRAVITY, Recording
-from core_cy.actuator import simulate
+from servoloop.calibration.experiment import LoadSpec, square_wave_goal
+from servoloop.calibration.models import get_model
+from servoloop.calibration.recording import GRAVITY, Recording
+from servoloop.core_cy.actuator.simulate import simulate
 
 __all__ = ["simulate_square_wave"]
 

@@ -13,9 +13,9 @@ import numpy as np
 from scipy.signal import lfilter
 from scipy.special import ndtr
 
-from calibration.models import ModelSpec
-from calibration.recording import Recording
-from core_cy.actuator import simulate
+from servoloop.calibration.models import ModelSpec
+from servoloop.calibration.recording import Recording
+from servoloop.core_cy.actuator.simulate import simulate
 
 __all__ = ["delayed_goal", "simulate_recording", "simulation_mae", "supply_voltage", "expected_reading"]
 

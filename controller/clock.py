@@ -26,9 +26,9 @@ from typing import Protocol
 __all__ = ["Clock", "MonotonicClock", "SimulatedClock", "FixedRate", "HAVE_COMPILED_CLOCK"]
 
 try:  # the compiled clock; the pure-Python fallback only keeps imports working
-    from controller._clock import monotonic_ns as _monotonic_ns
-    from controller._clock import set_timer_slack_ns as _set_timer_slack_ns
-    from controller._clock import sleep_until_ns as _sleep_until_ns
+    from servoloop.controller._clock import monotonic_ns as _monotonic_ns
+    from servoloop.controller._clock import set_timer_slack_ns as _set_timer_slack_ns
+    from servoloop.controller._clock import sleep_until_ns as _sleep_until_ns
 
     HAVE_COMPILED_CLOCK = True
 except ImportError:  # pragma: no cover - only without `make setup`

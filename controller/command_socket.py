@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller.errors import CommandError
+from servoloop.controller.errors import CommandError
 
 __all__ = ["CommandHandler", "CommandServer", "send_command", "default_socket_path", "COMMANDS"]
 

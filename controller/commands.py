@@ -63,7 +63,7 @@ def _register_run(sub) -> None:
 
 
 def _load_cfg(args):
-    from controller.config import builtin_config, load_config
+    from servoloop.controller.config import builtin_config, load_config
 
     cfg = load_config(args.config) if args.config else builtin_config(args.robot)
     over = {}
@@ -72,7 +72,7 @@ def _load_cfg(args):
     if args.sched_fifo:
         over["loop.sched_fifo"] = True
     if args.controller and args.controller != cfg.controller.name:
-        from controller.config import ControllerConfig
+        from servoloop.controller.config import ControllerConfig
 
         over["controller"] = ControllerConfig(name=args.controller, params={})
     return cfg.with_overrides(**over) if over else cfg
@@ -85,7 +85,7 @@ def _path_arg(value):
 
 
 def cmd_run(args) -> int:
-    from controller.errors import ConfigError, ConnectError, ControllerParamError
+    from servoloop.controller.errors import ConfigError, ConnectError, ControllerParamError
 
     logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
     try:
@@ -99,12 +99,12 @@ def cmd_run(args) -> int:
         try:
             bus, clock = None, None
             if args.lockstep:
-                from controller.runtime import make_lockstep
+                from servoloop.controller.runtime import make_lockstep
 
                 lock = make_lockstep(cfg, faults=args.faults)
                 bus, clock = lock.bus, lock.clock
             else:
-                from controller.runtime import VirtualBusProcess, make_bus
+                from servoloop.controller.runtime import VirtualBusProcess, make_bus
 
                 port = args.port or cfg.bus.port
                 if port is None:
@@ -115,7 +115,7 @@ def cmd_run(args) -> int:
                         if warning:
                             logging.getLogger("servoloop").warning(warning)
                 bus = make_bus(cfg, port)
-            from controller.daemon import Daemon
+            from servoloop.controller.daemon import Daemon
 
             daemon = Daemon(cfg, bus, clock, readonly=args.readonly,
                             telemetry_path=_path_arg(args.telemetry), socket_path=_path_arg(args.socket),
@@ -230,8 +230,8 @@ def _socket_args(p) -> None:
 
 
 def _find_socket(args) -> Path:
-    from controller.command_socket import default_socket_path
-    from controller.errors import CommandError
+    from servoloop.controller.command_socket import default_socket_path
+    from servoloop.controller.errors import CommandError
 
     if args.socket:
         return Path(args.socket)
@@ -248,8 +248,8 @@ def _find_socket(args) -> Path:
 
 
 def cmd_status(args) -> int:
-    from controller.command_socket import send_command
-    from controller.errors import CommandError
+    from servoloop.controller.command_socket import send_command
+    from servoloop.controller.errors import CommandError
 
     try:
         reply = send_command(_find_socket(args), {"cmd": "status"})
@@ -274,8 +274,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from controller.command_socket import send_command
-    from controller.errors import CommandError
+    from servoloop.controller.command_socket import send_command
+    from servoloop.controller.errors import CommandError
 
     try:
         reply = send_command(_find_socket(args), {"cmd": "stop", "reason": "servoloop stop"})
@@ -312,14 +312,14 @@ def _register_log(sub) -> None:
 
 
 def _read(path):
-    from controller.telemetry_format import read_telemetry
+    from servoloop.controller.telemetry_format import read_telemetry
 
     return read_telemetry(path)
 
 
 def cmd_log_export(args) -> int:
-    from controller.errors import TelemetryFormatError
-    from controller.log_export import export_csv, export_mcap
+    from servoloop.controller.errors import TelemetryFormatError
+    from servoloop.controller.log_export import export_csv, export_mcap
 
     if not args.csv and not args.mcap:
         print("servoloop log export: give --csv OUT and/or --mcap OUT", file=sys.stderr)
@@ -341,8 +341,8 @@ def cmd_log_export(args) -> int:
 
 
 def cmd_log_plot(args) -> int:
-    from controller.errors import TelemetryFormatError
-    from controller.log_plot import plot_telemetry
+    from servoloop.controller.errors import TelemetryFormatError
+    from servoloop.controller.log_plot import plot_telemetry
 
     try:
         tel = _read(args.file)
@@ -355,7 +355,7 @@ def cmd_log_plot(args) -> int:
 
 
 def cmd_log_info(args) -> int:
-    from controller.errors import TelemetryFormatError
+    from servoloop.controller.errors import TelemetryFormatError
 
     try:
         tel = _read(args.file)

@@ -15,7 +15,7 @@ The schema (every key optional except ``servos``)::
     safety: {max_temperature_c: 70, comm_error_window: 200, comm_error_rate: 0.05, ...}
     logging: {telemetry: auto}
     socket: {path: auto}
-    simulation: {plant: core_cy.sim_plant:make_plant}    # physics behind the virtual bus
+    simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}    # physics behind the virtual bus
 
 A key the schema does not have is an error naming the key, its section and
 the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from controller.errors import ConfigError
+from servoloop.controller.errors import ConfigError
 
 __all__ = [
     "BusConfig",
@@ -195,7 +195,7 @@ class SimulationConfig:
     ``plant``: ``"MODULE:FUNCTION"`` factory of the virtual bus's physics,
     called with ``servos=`` and ``robot=``; None = one independent load per
     servo.  The legged robots name the contact simulator
-    (``core_cy.sim_plant:make_plant``) so they stand on the ground.
+    (``servoloop.virtual_bus.robot_plant:make_plant``) so they stand on the ground.
     """
 
     plant: str | None = None
@@ -238,7 +238,7 @@ class RobotConfig:
             p = Path(self.model.urdf)
             return p if p.is_absolute() else self.base_dir / p
         if self.model.name:
-            from robots import urdf_path
+            from servoloop.robots import urdf_path
 
             return urdf_path(self.model.name)
         return None
@@ -460,7 +460,7 @@ def load_config(path: str | os.PathLike) -> RobotConfig:
 
 def builtin_config(name: str) -> RobotConfig:
     """The config of the built-in robot ``name`` (``robots/NAME/NAME.yaml``)."""
-    from robots import config_path
+    from servoloop.robots import config_path
 
     try:
         path = config_path(name)

@@ -46,17 +46,22 @@ from typing import Any
 
 import numpy as np
 
-from controller.clock import FixedRate, MonotonicClock
-from controller.config import RobotConfig
-from controller.controllers import Command, ControllerContext, JointState, make_controller
-from controller.controllers.base import joint_vector
-from controller.controllers.minimum_jerk import min_jerk_s
-from controller.errors import CommandError, ControllerParamError, LifecycleError
-from controller.lifecycle import Lifecycle, State
-from controller.loop_stats import JitterStats
-from controller.realtime import RealtimeReport, apply_realtime, raise_thread, restore_realtime
-from controller.safety import CommMonitor, LimitChecker
-from controller.telemetry import TelemetryRing, TelemetryWriter
+from servoloop.controller.clock import FixedRate, MonotonicClock
+from servoloop.controller.config import RobotConfig
+from servoloop.controller.controllers import Command, ControllerContext, JointState, make_controller
+from servoloop.controller.controllers.base import joint_vector
+from servoloop.controller.controllers.minimum_jerk import min_jerk_s
+from servoloop.controller.errors import CommandError, ControllerParamError, LifecycleError
+from servoloop.controller.lifecycle import Lifecycle, State
+from servoloop.controller.loop_stats import JitterStats
+from servoloop.controller.realtime import (
+    RealtimeReport,
+    apply_realtime,
+    raise_thread,
+    restore_realtime,
+)
+from servoloop.controller.safety import CommMonitor, LimitChecker
+from servoloop.controller.telemetry import TelemetryRing, TelemetryWriter
 
 __all__ = ["Daemon", "error_kind", "OPERATING_MODES"]
 
@@ -217,7 +222,7 @@ class Daemon:
         if path == "auto":
             path = self.cfg.socket.path
             if path == "auto":
-                from controller.command_socket import default_socket_path
+                from servoloop.controller.command_socket import default_socket_path
 
                 return default_socket_path(self.cfg.robot)
         return Path(path) if path else None
@@ -247,7 +252,7 @@ class Daemon:
             self.writer = TelemetryWriter(self.telemetry_path, self.ring, header, self.cfg.logging.flush_s)
             self.writer.start()
         if self.socket_path is not None:
-            from controller.command_socket import CommandServer
+            from servoloop.controller.command_socket import CommandServer
 
             self.server = CommandServer(self.socket_path, self)
             self.server.start()
@@ -318,7 +323,7 @@ class Daemon:
 
     def connect(self) -> None:
         """Open the port, ping every servo, check models, fix latency timer and return delay."""
-        from firmware_bridge.errors import BridgeError
+        from servoloop.firmware_bridge.errors import BridgeError
 
         self.lifecycle.to(State.CONNECT, f"port {getattr(self.bus, 'port', '?')}")
         try:
@@ -337,7 +342,7 @@ class Daemon:
 
     def _connect_with_retries(self, tries: int = 3):
         """bus.connect(); a lost reply while pinging is retried (not yet real time)."""
-        from firmware_bridge.errors import BusTimeoutError, ChecksumError
+        from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
 
         for attempt in range(tries):
             try:
@@ -351,12 +356,12 @@ class Daemon:
                 self._count_error(exc)
 
     def _tables(self):
-        from firmware_bridge.control_table import get_table
+        from servoloop.firmware_bridge.control_table import get_table
 
         return [get_table(s.model) for s in self.cfg.servos]
 
     def _setup_io(self) -> None:
-        from controller.bus_io import JointReader
+        from servoloop.controller.bus_io import JointReader
 
         tables = self._tables()
         self.reader = JointReader(self.bus, self.ids, tables, ["present_position", "present_velocity"],
@@ -412,7 +417,7 @@ class Daemon:
 
     def startup(self) -> None:
         """goal := present, then torque on, then ramp to the controller's first command."""
-        from firmware_bridge.errors import BridgeError
+        from servoloop.firmware_bridge.errors import BridgeError
 
         self.lifecycle.to(State.STARTUP)
         ok = False
@@ -572,7 +577,7 @@ class Daemon:
             raise _Fault(fault)
 
     def _read(self) -> bool:
-        from firmware_bridge.errors import BridgeError, PortError, ServoStatusError
+        from servoloop.firmware_bridge.errors import BridgeError, PortError, ServoStatusError
 
         try:
             self.reader.read()
@@ -651,7 +656,7 @@ class Daemon:
             np.clip(self.current_servo, -self.current_limit, self.current_limit, out=self.current_servo)
 
     def _write_goals(self) -> bool:
-        from firmware_bridge.errors import BridgeError, PortError
+        from servoloop.firmware_bridge.errors import BridgeError, PortError
 
         try:
             if self.pos_writer is not None:
@@ -673,7 +678,7 @@ class Daemon:
 
     def _monitor(self) -> str | None:
         """Temperature and voltage of every servo (one sync read); a fault message or None."""
-        from firmware_bridge.errors import BridgeError, PortError
+        from servoloop.firmware_bridge.errors import BridgeError, PortError
 
         try:
             self.monitor_reader.read()
@@ -723,7 +728,7 @@ class Daemon:
 
     def _on_servo_error(self, exc) -> None:
         failures = getattr(exc, "failures", None) or {getattr(exc, "servo_id", None): exc}
-        from firmware_bridge.errors import HardwareErrorStatus, ServoStatusError
+        from servoloop.firmware_bridge.errors import HardwareErrorStatus, ServoStatusError
 
         for sid, e in failures.items():
             if not isinstance(e, ServoStatusError):
@@ -762,7 +767,7 @@ class Daemon:
 
     def _reboot_and_restore(self, sid: int, why: str) -> None:
         """Reboot one servo, then restore what a reboot resets: mode, goal := present, torque."""
-        from firmware_bridge.errors import BridgeError, ServoStatusError
+        from servoloop.firmware_bridge.errors import BridgeError, ServoStatusError
 
         i = self.ids.index(sid)
         s = self.cfg.servos[i]
@@ -805,7 +810,7 @@ class Daemon:
 
     def shutdown(self) -> None:
         """Stop cycles (goal frozen), then torque off or hold; then ``done``."""
-        from firmware_bridge.errors import BridgeError
+        from servoloop.firmware_bridge.errors import BridgeError
 
         reason = self._stop_request or "end of run"
         self.stop_reason = reason
@@ -836,7 +841,7 @@ class Daemon:
         done (the alert only reports a latched error, and that error has
         already turned torque off on X/MX 2.0), so it counts as success.
         """
-        from firmware_bridge.errors import HardwareErrorStatus
+        from servoloop.firmware_bridge.errors import HardwareErrorStatus
 
         try:
             self.bus.write(sid, "torque_enable", 0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from controller.errors import LifecycleError
+from servoloop.controller.errors import LifecycleError
 
 __all__ = ["State", "Lifecycle", "Transition", "TRANSITIONS"]
 

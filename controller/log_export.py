@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from controller.telemetry_format import Telemetry
+from servoloop.controller.telemetry_format import Telemetry
 
 __all__ = ["export_csv", "export_mcap"]
 
@@ -78,7 +78,7 @@ def export_mcap(tel: Telemetry, path) -> int:
     """
     from mcap.writer import Writer
 
-    from controller.telemetry import JOINT_FIELDS, SCALAR_COLUMNS
+    from servoloop.controller.telemetry import JOINT_FIELDS, SCALAR_COLUMNS
 
     joints = tel.header.get("joint_names", [])
     col = {c: i for i, c in enumerate(tel.columns)}

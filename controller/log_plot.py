@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.telemetry_format import Telemetry
+from servoloop.controller.telemetry_format import Telemetry
 
 __all__ = ["plot_telemetry"]
 

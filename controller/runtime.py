@@ -14,9 +14,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from controller.clock import SimulatedClock
-from controller.config import RobotConfig
-from controller.errors import ConnectError
+from servoloop.controller.clock import SimulatedClock
+from servoloop.controller.config import RobotConfig
+from servoloop.controller.errors import ConnectError
 
 __all__ = ["make_bus", "VirtualBusProcess", "Lockstep", "make_lockstep", "servo_spec_arg"]
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def make_bus(cfg: RobotConfig, port: str, on_after_write=None):
     """A (closed) ``firmware_bridge.bus.Bus`` for the config's servos on ``port``."""
-    from firmware_bridge.bus import Bus, ServoSpec
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
 
     return Bus(port=port, baud=cfg.bus.baud, protocol=cfg.bus.protocol,
                servos=[ServoSpec(id=s.id, model=s.model) for s in cfg.servos],
@@ -40,7 +40,7 @@ def servo_spec_arg(cfg: RobotConfig) -> str:
 def _builtin_matches(cfg: RobotConfig) -> bool:
     """True when the config's servos are those of the built-in robot of the same name."""
     try:
-        from controller.config import builtin_config
+        from servoloop.controller.config import builtin_config
 
         ref = builtin_config(cfg.robot)
     except Exception:  # noqa: BLE001 - any failure: not a built-in
@@ -67,7 +67,7 @@ class VirtualBusProcess:
     proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "controller.cli", "virtual-bus"]
+        cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus"]
         if _builtin_matches(self.cfg):
             cmd += ["--robot", self.cfg.robot]
         else:
@@ -181,14 +181,14 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
     repeated runs are bit-identical.
     """
     try:
-        from firmware_bridge.virtual_bus import InProcessVirtualBus
+        from servoloop.virtual_bus import InProcessVirtualBus
     except ImportError as exc:
-        raise ConnectError(f"lockstep needs firmware_bridge.virtual_bus.InProcessVirtualBus: {exc}") from exc
-    from firmware_bridge.bus import ServoSpec
+        raise ConnectError(f"lockstep needs virtual_bus.InProcessVirtualBus: {exc}") from exc
+    from servoloop.firmware_bridge.bus import ServoSpec
 
     servos = [ServoSpec(id=s.id, model=s.model) for s in cfg.servos]
     if plant is None and cfg.simulation.plant:
-        from firmware_bridge.virtual_bus.spec import load_plant
+        from servoloop.virtual_bus.spec import load_plant
 
         plant = load_plant(cfg.simulation.plant, [(s.id, s.model) for s in cfg.servos], cfg.robot)
     kwargs = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.telemetry_format import MAGIC, encode_json, rows_chunk_parts
+from servoloop.controller.telemetry_format import MAGIC, encode_json, rows_chunk_parts
 
 __all__ = [
     "SCALAR_COLUMNS",
@@ -40,7 +40,7 @@ SCALAR_COLUMNS = ("tick", "t_s", "late_us", "period_us", "cost_us", "state", "mi
 JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff")
 UNITS = {
     "tick": "", "t_s": "s", "late_us": "us", "period_us": "us", "cost_us": "us",
-    "state": "controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
+    "state": "servoloop.controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
     "read_ok": "bool", "q": "rad", "dq": "rad/s",
     "current": "A (present_current) or fraction (present_load), joint sign",
     "goal": "rad (joint goal after safety)", "tau_ff": "N*m (feed-forward torque)",

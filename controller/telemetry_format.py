@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.errors import TelemetryFormatError
+from servoloop.controller.errors import TelemetryFormatError
 
 __all__ = [
     "MAGIC",

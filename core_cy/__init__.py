@@ -4,26 +4,26 @@ Pinocchio's split and conventions (q/v layout, free-flyer, Jacobian rows
 (linear; angular), 10 inertial parameters per body), so results compare
 number for number::
 
-    import core_cy
+    from servoloop import core_cy
     model = core_cy.Model.from_urdf("robot.urdf", floating_base=True)
     data = core_cy.Data(model)
     tau = core_cy.rnea(model, data, q, v, a)   # data.tau, overwritten next call
 
-The kernels live in ``core_cy/_dynamics.pyx`` (C interface for other .pyx
+The dynamics kernels live in ``core_cy/dynamics/_dynamics.pyx`` (C interface for other .pyx
 modules in ``_dynamics.pxd``); the slow NumPy reference they are tested
-against is :mod:`core_cy.reference`.
+against is :mod:`core_cy.dynamics.reference`.
 
-The contact simulator (:mod:`core_cy.sim`, seed 002 compliant and rigid LCP
-contact), the contact laws (:mod:`core_cy.contact`), inverse dynamics with
-rigid contact and friction (:mod:`core_cy.inverse_dynamics`, seed 003) and
-the servo actuator model (:mod:`core_cy.actuator`, seed 000) are exported
-here too, imported on first use so that ``import core_cy`` stays cheap in
+One subpackage per concept: :mod:`.dynamics` (model, URDF, RNEA/CRBA/ABA,
+Jacobians, regressor), :mod:`.actuator` (the servo model), :mod:`.contact`
+(contact laws, LCP/PGS, cones), :mod:`.sim` (the simulator, seed 002) and
+:mod:`.inverse_dynamics` (seed 003).  The dynamics are imported here; the
+rest on first use, so that ``from servoloop import core_cy`` stays cheap in
 the daemon.
 """
 
 import importlib as _importlib
 
-from core_cy._dynamics import (
+from servoloop.core_cy.dynamics import (
     Data,
     Model,
     aba,
@@ -40,7 +40,7 @@ from core_cy._dynamics import (
     rnea,
     rnea_batch,
 )
-from core_cy.errors import CoreError, ModelError
+from servoloop.core_cy.errors import CoreError, ModelError
 
 __all__ = [
     "Model",
@@ -72,7 +72,6 @@ __all__ = [
     "ServoParams",
     "ContactPoints",
     "contact_points_from_urdf",
-    "RobotPlant",
     "inverse_dynamics",
     "InverseDynamicsError",
     "sim",
@@ -81,26 +80,25 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Simulator": "core_cy.sim",
-    "BatchSimulator": "core_cy.sim",
-    "SimConfig": "core_cy.sim",
-    "SimulationError": "core_cy.sim",
-    "ContactLaw": "core_cy.contact",
-    "LCPResult": "core_cy.contact",
-    "solve_lcp_pgs": "core_cy.contact",
-    "Ground": "core_cy.sim_model",
-    "ServoParams": "core_cy.sim_model",
-    "ContactPoints": "core_cy.sim_model",
-    "contact_points_from_urdf": "core_cy.sim_model",
-    "RobotPlant": "core_cy.sim_plant",
-    "InverseDynamicsError": "core_cy.inverse_dynamics",
+    "Simulator": "servoloop.core_cy.sim.simulator",
+    "BatchSimulator": "servoloop.core_cy.sim.simulator",
+    "SimConfig": "servoloop.core_cy.sim.simulator",
+    "SimulationError": "servoloop.core_cy.sim.simulator",
+    "ContactLaw": "servoloop.core_cy.contact.laws",
+    "LCPResult": "servoloop.core_cy.contact.laws",
+    "solve_lcp_pgs": "servoloop.core_cy.contact.laws",
+    "Ground": "servoloop.core_cy.sim.model",
+    "ServoParams": "servoloop.core_cy.sim.model",
+    "ContactPoints": "servoloop.core_cy.sim.model",
+    "contact_points_from_urdf": "servoloop.core_cy.sim.model",
+    "InverseDynamicsError": "servoloop.core_cy.inverse_dynamics.solvers",
 }
-_SUBMODULES = ("sim", "contact", "inverse_dynamics", "actuator")
+_SUBMODULES = ("dynamics", "sim", "contact", "inverse_dynamics", "actuator")
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        return _importlib.import_module(f"core_cy.{name}")
+        return _importlib.import_module(f"servoloop.core_cy.{name}")
     if name in _LAZY:
         return getattr(_importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'core_cy' has no attribute {name!r}")

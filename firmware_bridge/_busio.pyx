@@ -21,7 +21,7 @@ from libc.string cimport memcpy, memmove, memset
 
 import numpy as np
 
-from firmware_bridge._codec cimport (
+from servoloop.firmware_bridge._codec cimport (
     PARSE_CHECKSUM, PARSE_NEED_MORE, PARSE_OK, ParseResult, encode_c, find_header_c, parse_c,
 )
 

@@ -12,8 +12,8 @@ one-packet reply of Fast Sync Read.
 from libc.stdint cimport uint8_t, uint16_t
 from libc.string cimport memmove
 
-from firmware_bridge.errors import ChecksumError, MalformedPacketError, UnsafeOperationError
-from firmware_bridge.protocol import Packet
+from servoloop.firmware_bridge.errors import ChecksumError, MalformedPacketError, UnsafeOperationError
+from servoloop.firmware_bridge.protocol import Packet
 
 __all__ = [
     "crc16", "checksum_v1", "stuff", "unstuff", "encode_into", "build_instruction",

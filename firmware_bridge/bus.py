@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_bridge import _busio, _codec
-from firmware_bridge.control_table import ControlTable, Register, get_table, model_name
-from firmware_bridge.errors import (
+from servoloop.firmware_bridge import _busio, _codec
+from servoloop.firmware_bridge.control_table import ControlTable, Register, get_table, model_name
+from servoloop.firmware_bridge.errors import (
     BridgeError,
     BusTimeoutError,
     ChecksumError,
@@ -37,9 +37,13 @@ from firmware_bridge.errors import (
     PortError,
     ServoStatusError,
 )
-from firmware_bridge.latency import read_latency_timer, write_latency_timer
-from firmware_bridge.status_bits import decode_error, decode_hardware_error, is_hardware_error
-from firmware_bridge.units import decode_raw, encode_raw, from_si, to_si
+from servoloop.firmware_bridge.latency import read_latency_timer, write_latency_timer
+from servoloop.firmware_bridge.status_bits import (
+    decode_error,
+    decode_hardware_error,
+    is_hardware_error,
+)
+from servoloop.firmware_bridge.units import decode_raw, encode_raw, from_si, to_si
 
 __all__ = ["Bus", "ServoSpec", "ServoHealth", "ConnectReport", "SyncReader", "SyncWriter",
            "reply_timeout_s", "default_margin_s"]

@@ -4,8 +4,8 @@ __all__ = ["register"]
 
 
 def register(sub) -> None:
-    from firmware_bridge.scan import register as register_scan
-    from firmware_bridge.virtual_bus.cli import register as register_virtual_bus
+    from servoloop.firmware_bridge.scan import register as register_scan
+    from servoloop.virtual_bus.cli import register as register_virtual_bus
 
     register_scan(sub)
     register_virtual_bus(sub)

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 import yaml
 
-from firmware_bridge.errors import UnknownModelError
+from servoloop.firmware_bridge.errors import UnknownModelError
 
 __all__ = [
     "Register",

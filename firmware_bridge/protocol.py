@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from firmware_bridge.errors import ChecksumError, MalformedPacketError
+from servoloop.firmware_bridge.errors import ChecksumError, MalformedPacketError
 
 __all__ = [
     "Instruction",

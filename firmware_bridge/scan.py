@@ -42,8 +42,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from firmware_bridge.errors import BridgeError, PortError
-    from firmware_bridge.sdk import scan
+    from servoloop.firmware_bridge.errors import BridgeError, PortError
+    from servoloop.firmware_bridge.sdk import scan
 
     protocols = (1, 2) if args.protocol == "both" else (int(args.protocol),)
     for b in args.baud:

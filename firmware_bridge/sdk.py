@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import dynamixel_sdk as dxl
 
-from firmware_bridge.control_table import get_table, model_name
-from firmware_bridge.errors import (
+from servoloop.firmware_bridge.control_table import get_table, model_name
+from servoloop.firmware_bridge.errors import (
     BridgeError,
     BusTimeoutError,
     ChecksumError,
@@ -24,7 +24,7 @@ from firmware_bridge.errors import (
     PortError,
     ServoStatusError,
 )
-from firmware_bridge.status_bits import decode_error, is_hardware_error
+from servoloop.firmware_bridge.status_bits import decode_error, is_hardware_error
 
 __all__ = [
     "TimedPortHandler",

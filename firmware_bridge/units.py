@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from firmware_bridge.control_table import ControlTable, Register
+from servoloop.firmware_bridge.control_table import ControlTable, Register
 
 __all__ = [
     "decode_raw",

@@ -12,23 +12,23 @@ G(q) projection (:mod:`calibration.inertial.closed_chain`).  See
 
 Typical use::
 
-    from calibration.inertial import identify_from_log, write_report
+    from servoloop.calibration.inertial import identify_from_log, write_report
     result = identify_from_log("log.npz", "robot.urdf", method="sdp")
     write_report(result, "inertial.yaml")
 """
 
-from calibration.inertial import command
-from calibration.inertial.base_params import BaseParameters, regroup, regroup_model
-from calibration.inertial.closed_chain import ClosedChain, LoopClosure
-from calibration.inertial.consistency import (
+from servoloop.calibration.inertial import command
+from servoloop.calibration.inertial.base_params import BaseParameters, regroup, regroup_model
+from servoloop.calibration.inertial.closed_chain import ClosedChain, LoopClosure
+from servoloop.calibration.inertial.consistency import (
     BodyConsistency,
     ConsistencyReport,
     check_consistency,
     check_urdf,
     pseudo_inertia,
 )
-from calibration.inertial.excitation import FourierTrajectory, random_fourier
-from calibration.inertial.identify import (
+from servoloop.calibration.inertial.excitation import FourierTrajectory, random_fourier
+from servoloop.calibration.inertial.identify import (
     METHODS,
     InertialResult,
     identify,
@@ -37,8 +37,8 @@ from calibration.inertial.identify import (
     load_joint_log,
     write_report,
 )
-from calibration.inertial.irls import IrlsResult, irls, truncated_variance
-from calibration.inertial.layout import (
+from servoloop.calibration.inertial.irls import IrlsResult, irls, truncated_variance
+from servoloop.calibration.inertial.layout import (
     FRICTION_NAMES,
     INERTIAL_NAMES,
     PAPER_FROM_PIN,
@@ -47,27 +47,32 @@ from calibration.inertial.layout import (
     body_from_parameters,
     body_parameters,
 )
-from calibration.inertial.regressor import (
+from servoloop.calibration.inertial.regressor import (
     RegressorModel,
     available_backends,
     friction_columns,
     urdf_parameters,
 )
-from calibration.inertial.signals import (
+from servoloop.calibration.inertial.signals import (
     FilterSettings,
     central_difference,
     decimate,
     lowpass,
     prepare_samples,
 )
-from calibration.inertial.solvers import (
+from servoloop.calibration.inertial.solvers import (
     DEFAULT_EPS,
     SolverResult,
     solve_friction,
     solve_ols,
     solve_sdp,
 )
-from calibration.inertial.synthetic import SimulatedData, planar_2r_urdf, simulate, with_friction
+from servoloop.calibration.inertial.synthetic import (
+    SimulatedData,
+    planar_2r_urdf,
+    simulate,
+    with_friction,
+)
 
 __all__ = [
     "command",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from calibration.errors import FitError
+from servoloop.calibration.errors import FitError
 
 __all__ = ["BaseParameters", "regroup", "regroup_model"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.errors import FitError
-from calibration.inertial.regressor import RegressorModel
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.inertial.regressor import RegressorModel
 
 __all__ = ["LoopClosure", "ClosedChain"]
 

@@ -2,7 +2,7 @@
 
 calibration/cli.py (owned by the actuator-calibration work) registers it::
 
-    from calibration.inertial import command as inertial_command
+    from servoloop.calibration.inertial import command as inertial_command
     p = calibrate_sub.add_parser("inertial", help=inertial_command.HELP)
     inertial_command.add_arguments(p)
     p.set_defaults(func=inertial_command.run)
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from calibration.errors import CalibrationError, RecordingError
+from servoloop.calibration.errors import CalibrationError, RecordingError
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -22,8 +22,8 @@ HELP = "identify inertial, friction and armature parameters from a joint log"
 
 def add_arguments(parser) -> None:
     """Options of ``servoloop calibrate inertial``."""
-    from calibration.inertial.identify import METHODS
-    from calibration.inertial.signals import FilterSettings
+    from servoloop.calibration.inertial.identify import METHODS
+    from servoloop.calibration.inertial.signals import FilterSettings
 
     d = FilterSettings()
     parser.add_argument("--log", required=True, help="joint log (.npz: t, q, tau [, v, joint_names]; SI)")
@@ -43,9 +43,9 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """Exit codes: 0 fitted (and physically consistent, for sdp/friction), 1 fit failed
     or inconsistent, 2 bad input (unreadable log or URDF)."""
-    from calibration.inertial.identify import identify_from_log, write_report
-    from calibration.inertial.signals import FilterSettings
-    from core_cy.errors import CoreError
+    from servoloop.calibration.inertial.identify import identify_from_log, write_report
+    from servoloop.calibration.inertial.signals import FilterSettings
+    from servoloop.core_cy.errors import CoreError
 
     settings = FilterSettings(velocity_hz=args.velocity_hz, acceleration_hz=args.acceleration_hz,
                               torque_hz=args.torque_hz, decimation=args.decimation)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibration.inertial.layout import ParameterLayout, body_from_parameters
+from servoloop.calibration.inertial.layout import ParameterLayout, body_from_parameters
 
 __all__ = [
     "pseudo_inertia",
@@ -150,7 +150,7 @@ def check_urdf(urdf_path, eps: float = 0.0) -> ConsistencyReport:
     Massless bodies (no ``<inertial>``) fail the mass check by design: the
     regressor and the SDP need every moving body to carry mass.
     """
-    from calibration.inertial.regressor import urdf_parameters
+    from servoloop.calibration.inertial.regressor import urdf_parameters
 
     layout, theta, _, _ = urdf_parameters(urdf_path)
     return check_consistency(theta, layout, eps)

@@ -19,7 +19,7 @@ __all__ = ["run_demo", "main"]
 
 
 def _true_theta(model):
-    from calibration.inertial.synthetic import with_friction
+    from servoloop.calibration.inertial.synthetic import with_friction
 
     return with_friction(model.theta_urdf, model.layout, Fc=[0.06, 0.05, 0.04, 0.03, 0.02, 0.02],
                          Fv=[0.03, 0.02, 0.02, 0.01, 0.01, 0.01],
@@ -29,13 +29,13 @@ def _true_theta(model):
 
 def run_demo(seed: int = 21, n_samples: int = 2000, noise: float = 0.02, robot: str = "arm") -> dict:
     """Run the simulated identification; returns a dict of figures (see module doc)."""
-    import robots
-    from calibration.inertial.base_params import regroup_model
-    from calibration.inertial.identify import identify
-    from calibration.inertial.irls import irls
-    from calibration.inertial.regressor import RegressorModel
-    from calibration.inertial.solvers import solve_ols
-    from calibration.inertial.synthetic import simulate
+    from servoloop import robots
+    from servoloop.calibration.inertial.base_params import regroup_model
+    from servoloop.calibration.inertial.identify import identify
+    from servoloop.calibration.inertial.irls import irls
+    from servoloop.calibration.inertial.regressor import RegressorModel
+    from servoloop.calibration.inertial.solvers import solve_ols
+    from servoloop.calibration.inertial.synthetic import simulate
 
     model = RegressorModel(robots.urdf_path(robot))
     base = regroup_model(model)

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.errors import FitError, RecordingFormatError
-from calibration.inertial.base_params import BaseParameters, regroup_model
-from calibration.inertial.consistency import ConsistencyReport, check_consistency
-from calibration.inertial.irls import IrlsResult, irls
-from calibration.inertial.regressor import RegressorModel
-from calibration.inertial.signals import FilterSettings, prepare_samples
-from calibration.inertial.solvers import DEFAULT_EPS, solve_friction, solve_ols, solve_sdp
+from servoloop.calibration.errors import FitError, RecordingFormatError
+from servoloop.calibration.inertial.base_params import BaseParameters, regroup_model
+from servoloop.calibration.inertial.consistency import ConsistencyReport, check_consistency
+from servoloop.calibration.inertial.irls import IrlsResult, irls
+from servoloop.calibration.inertial.regressor import RegressorModel
+from servoloop.calibration.inertial.signals import FilterSettings, prepare_samples
+from servoloop.calibration.inertial.solvers import DEFAULT_EPS, solve_friction, solve_ols, solve_sdp
 
 __all__ = [
     "METHODS",
@@ -278,7 +278,7 @@ def write_report(result: InertialResult, path) -> Path:
     """Write ``result.to_dict()`` as YAML, atomically (temporary file, then rename)."""
     import yaml
 
-    from calibration.report import atomic_path
+    from servoloop.calibration.report import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "w") as f:

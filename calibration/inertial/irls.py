@@ -28,7 +28,7 @@ from math import erf, exp, pi, sqrt
 
 import numpy as np
 
-from calibration.errors import FitError
+from servoloop.calibration.errors import FitError
 
 __all__ = ["IrlsResult", "irls", "truncated_variance"]
 

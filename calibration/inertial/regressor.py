@@ -6,7 +6,7 @@ compiled module provides it; otherwise Pinocchio's
 ``computeJointTorqueRegressor`` plus :func:`friction_columns` (same layout,
 see :mod:`calibration.inertial.layout`).  Both give the same numbers (tested).
 
-The inertial parameters written in the URDF come from ``core_cy.urdf`` (pure
+The inertial parameters written in the URDF come from ``core_cy.dynamics.urdf`` (pure
 Python), so reading them never needs either backend.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.errors import FitError
-from calibration.inertial.layout import ParameterLayout, body_parameters
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.inertial.layout import ParameterLayout, body_parameters
 
 __all__ = ["RegressorModel", "friction_columns", "available_backends", "urdf_parameters"]
 
@@ -58,7 +58,7 @@ def urdf_parameters(urdf_path, floating_base: bool = False):
     theta : ndarray (n_params,), inertial block from the URDF, friction zero
     lower, upper : ndarray (n_joints,), joint position limits [rad or m]
     """
-    from core_cy.urdf import parse_urdf
+    from servoloop.core_cy.dynamics.urdf import parse_urdf
 
     tree = parse_urdf(str(urdf_path), floating_base=floating_base)
     first = 6 if floating_base else 0
@@ -72,7 +72,7 @@ def urdf_parameters(urdf_path, floating_base: bool = False):
 
 def _core_cy_ready() -> bool:
     try:
-        import core_cy
+        from servoloop import core_cy
     except ImportError:
         return False
     return all(hasattr(core_cy, n) for n in ("Model", "regressor_batch", "rnea_batch"))
@@ -132,7 +132,7 @@ class RegressorModel:
 
     def _setup(self):
         if self.backend == "core_cy":
-            import core_cy
+            from servoloop import core_cy
 
             self._model = core_cy.Model.from_urdf(str(self.urdf_path),
                                                   floating_base=self.floating_base)
@@ -147,7 +147,7 @@ class RegressorModel:
             raise FitError(f"{path}: continuous joints are nq=2 in Pinocchio; use the core_cy backend")
         if self._model.njoints - 1 != self.layout.n_bodies:
             raise FitError(f"{path}: Pinocchio has {self._model.njoints - 1} bodies, "
-                           f"core_cy.urdf {self.layout.n_bodies}")
+                           f"core_cy.dynamics.urdf {self.layout.n_bodies}")
         self._data = self._model.createData()
 
     def _check(self, Q, V, A):
@@ -162,7 +162,7 @@ class RegressorModel:
         """W for N states: (N, nv, n_params); rows are joint torques [N m or N]."""
         Q, V, A = self._check(Q, V, A)
         if self.backend == "core_cy":
-            import core_cy
+            from servoloop import core_cy
 
             W = np.asarray(core_cy.regressor_batch(self._model, Q, V, A))
             if W.shape[-1] != self.layout.n_params:
@@ -211,7 +211,7 @@ class RegressorModel:
         q = np.asarray(q, dtype=float)
         point = np.asarray(point, dtype=float)
         if self.backend == "core_cy":
-            import core_cy
+            from servoloop import core_cy
 
             core_cy.forward_kinematics(self._model, self._data, q)
             R = np.array(self._data.rotation_body_to_world[i])
@@ -235,7 +235,7 @@ class RegressorModel:
         """Rigid-body inverse dynamics with the URDF's inertias (no friction): (N, nv)."""
         Q, V, A = self._check(Q, V, A)
         if self.backend == "core_cy":
-            import core_cy
+            from servoloop import core_cy
 
             return np.asarray(core_cy.rnea_batch(self._model, Q, V, A))
         import pinocchio as pin

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.signal
 
-from calibration.errors import FitError
+from servoloop.calibration.errors import FitError
 
 __all__ = [
     "central_difference",

@@ -19,9 +19,9 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from calibration.errors import FitError
-from calibration.inertial.consistency import pseudo_inertia
-from calibration.inertial.layout import ParameterLayout
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.inertial.consistency import pseudo_inertia
+from servoloop.calibration.inertial.layout import ParameterLayout
 
 __all__ = ["SolverResult", "solve_ols", "solve_sdp", "solve_friction", "DEFAULT_EPS", "SDP_SOLVER"]
 

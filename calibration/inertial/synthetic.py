@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.inertial.excitation import FourierTrajectory, random_fourier
-from calibration.inertial.layout import ParameterLayout
+from servoloop.calibration.inertial.excitation import FourierTrajectory, random_fourier
+from servoloop.calibration.inertial.layout import ParameterLayout
 
 __all__ = ["SimulatedData", "with_friction", "simulate", "planar_2r_urdf"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from controller.controllers.base import Command, Controller, ControllerContext, JointState
-from controller.errors import ControllerParamError
+from servoloop.controller.controllers.base import Command, Controller, ControllerContext, JointState
+from servoloop.controller.errors import ControllerParamError
 
 __all__ = [
     "Controller",
@@ -26,9 +26,9 @@ __all__ = [
 ]
 
 BUILTIN = {
-    "hold": "controller.controllers.hold:HoldController",
-    "trajectory": "controller.controllers.trajectory:TrajectoryController",
-    "gravity_comp": "controller.controllers.gravity_comp:GravityCompController",
+    "hold": "servoloop.controller.controllers.hold:HoldController",
+    "trajectory": "servoloop.controller.controllers.trajectory:TrajectoryController",
+    "gravity_comp": "servoloop.controller.controllers.gravity_comp:GravityCompController",
 }
 _REGISTRY: dict[str, type[Controller]] = {}
 

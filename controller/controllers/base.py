@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.errors import ControllerParamError
+from servoloop.controller.errors import ControllerParamError
 
 __all__ = ["JointState", "Command", "ControllerContext", "Controller", "joint_vector"]
 

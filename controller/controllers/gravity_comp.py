@@ -21,8 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.controllers.base import Command, Controller, JointState, _number, joint_vector
-from controller.errors import ControllerParamError
+from servoloop.controller.controllers.base import (
+    Command,
+    Controller,
+    JointState,
+    _number,
+    joint_vector,
+)
+from servoloop.controller.errors import ControllerParamError
 
 __all__ = ["GravityCompController"]
 
@@ -53,7 +59,7 @@ class GravityCompController(Controller):
             )
 
     def _load_model(self, model) -> None:
-        import core_cy
+        from servoloop import core_cy
 
         if model is None:
             path = self.ctx.config.urdf_path() if self.ctx.config is not None else None

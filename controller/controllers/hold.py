@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.controllers.base import Command, Controller, JointState, joint_vector
-from controller.errors import ControllerParamError
+from servoloop.controller.controllers.base import Command, Controller, JointState, joint_vector
+from servoloop.controller.errors import ControllerParamError
 
 __all__ = ["HoldController"]
 

@@ -20,9 +20,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from controller.controllers.base import Command, Controller, JointState, _number, joint_vector
-from controller.controllers.minimum_jerk import min_jerk_s
-from controller.errors import ControllerParamError
+from servoloop.controller.controllers.base import (
+    Command,
+    Controller,
+    JointState,
+    _number,
+    joint_vector,
+)
+from servoloop.controller.controllers.minimum_jerk import min_jerk_s
+from servoloop.controller.errors import ControllerParamError
 
 __all__ = ["TrajectoryController", "load_keyframes"]
 

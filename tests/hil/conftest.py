@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import serial
 
-from firmware_bridge import protocol as P
+from servoloop.firmware_bridge import protocol as P
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -27,7 +27,7 @@ START_TIMEOUT_S = 30.0
 
 def _start(servos=None, robot=None, protocol=None, faults=None, baud=None, wire_timing=False,
            extra=()):
-    cmd = [sys.executable, "-m", "controller.cli", "virtual-bus"]
+    cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus"]
     cmd += ["--robot", robot] if robot else ["--servos", servos or "1:XM430-W350"]
     if protocol is not None:
         cmd += ["--protocol", str(protocol)]

@@ -7,9 +7,9 @@ same calls read bit-identical values.
 import numpy as np
 import pytest
 
-from firmware_bridge.bus import Bus, ServoSpec
-from firmware_bridge.errors import BusTimeoutError
-from firmware_bridge.virtual_bus import InProcessVirtualBus
+from servoloop.firmware_bridge.bus import Bus, ServoSpec
+from servoloop.firmware_bridge.errors import BusTimeoutError
+from servoloop.virtual_bus import InProcessVirtualBus
 
 pytestmark = pytest.mark.hil
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def scan(*args, timeout=120):
-    cmd = [sys.executable, "-m", "controller.cli", "scan", *args]
+    cmd = [sys.executable, "-m", "servoloop.cli", "scan", *args]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 

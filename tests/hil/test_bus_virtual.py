@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from firmware_bridge.bus import Bus, ServoSpec
-from firmware_bridge.errors import (
+from servoloop.firmware_bridge.bus import Bus, ServoSpec
+from servoloop.firmware_bridge.errors import (
     BusTimeoutError,
     ChecksumError,
     HardwareErrorStatus,
@@ -227,7 +227,7 @@ def test_unplug_is_a_port_error(virtual_bus, poll_until):
 
 def test_fast_sync_read_bytes_are_answered(virtual_bus):
     """The virtual bus answers our FAST SYNC READ packet with one packet for all servos."""
-    from firmware_bridge import _busio, _codec
+    from servoloop.firmware_bridge import _busio, _codec
 
     with make_bus(virtual_bus(servos="1-3:XM430-W350"), n=3) as bus:
         tx = _codec.fast_sync_read(132, 4, [1, 2, 3])

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration.bench_fit import identify_bench
-from calibration.experiment import LoadSpec, known_torque_limit, run_experiment
+from servoloop.calibration.bench_fit import identify_bench
+from servoloop.calibration.experiment import LoadSpec, known_torque_limit, run_experiment
 
 pytestmark = pytest.mark.hil
 
@@ -39,8 +39,8 @@ class LockstepClock:
 
 
 def _lockstep_run(kp, kd, kc, inertia, cycles=8, model="AX-18A", protocol=1):
-    from firmware_bridge.bus import Bus, ServoSpec
-    from firmware_bridge.virtual_bus import InProcessVirtualBus
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
+    from servoloop.virtual_bus import InProcessVirtualBus
 
     vb = InProcessVirtualBus({1: model}, protocol=protocol,
                              actuators={1: {"kp": kp, "kd": kd, "kc": kc, "inertia": inertia}})
@@ -93,7 +93,7 @@ def test_cli_against_virtual_bus_process(virtual_bus, tmp_path):
     """The whole command on a pty served by ``servoloop virtual-bus`` in real time."""
     port = virtual_bus(servos="1:AX-18A", protocol=1)
     out = tmp_path / "params.yaml"
-    cmd = [sys.executable, "-m", "controller.cli", "calibrate", "actuator", "--port", port, "--protocol", "1",
+    cmd = [sys.executable, "-m", "servoloop.cli", "calibrate", "actuator", "--port", port, "--protocol", "1",
            "--id", "1", "--model", "AX-18A", "--inertia", "4e-3", "--cycles", "2", "--out", str(out),
            "--report", str(tmp_path / "report.png"), "--json"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)

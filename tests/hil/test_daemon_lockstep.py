@@ -25,12 +25,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controller.config import builtin_config
-from controller.daemon import Daemon
-from controller.lifecycle import State
-from controller.runtime import make_bus, make_lockstep
-from controller.telemetry_format import read_telemetry
-from firmware_bridge import protocol as P
+from servoloop.controller.config import builtin_config
+from servoloop.controller.daemon import Daemon
+from servoloop.controller.lifecycle import State
+from servoloop.controller.runtime import make_bus, make_lockstep
+from servoloop.controller.telemetry_format import read_telemetry
+from servoloop.firmware_bridge import protocol as P
 
 pytestmark = pytest.mark.hil
 
@@ -62,8 +62,8 @@ class LockstepRig:
     def __init__(self, cfg, faults=None, plant=None, telemetry_path=None, position0=None,
                  daemon_cfg=None):
         if position0 is not None and plant is None:
-            from firmware_bridge.control_table import get_table
-            from firmware_bridge.virtual_bus import IndependentServosPlant, default_actuator
+            from servoloop.firmware_bridge.control_table import get_table
+            from servoloop.virtual_bus import IndependentServosPlant, default_actuator
 
             plant = IndependentServosPlant([default_actuator(get_table(s.model)) for s in cfg.servos],
                                            position0=position0)
@@ -354,7 +354,7 @@ def test_unplug_faults_without_raising(tmp_path):
     ("present_input_voltage", 95, {"min_voltage_v": 10.0}, ["voltage", "below"]),
 ])
 def test_temperature_and_voltage_limits(tmp_path, register, raw, safety, words):
-    from firmware_bridge.control_table import get_table
+    from servoloop.firmware_bridge.control_table import get_table
 
     cfg = short_config(safety={"monitor_every": 1, **safety})
     rig = LockstepRig(cfg, telemetry_path=tmp_path / "t.sltl")
@@ -494,7 +494,7 @@ def test_readonly_never_writes(tmp_path):
 
 
 def test_socket_held_by_another_daemon_is_a_clean_fault(tmp_path):
-    from controller.command_socket import CommandServer
+    from servoloop.controller.command_socket import CommandServer
 
     other = CommandServer(tmp_path / "d.sock", handler=None)
     other.start()

@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 import yaml
 
-from controller.clock import SimulatedClock
-from controller.command_socket import send_command
-from controller.config import builtin_config, config_from_dict
-from controller.daemon import Daemon
-from controller.errors import CommandError
-from controller.runtime import make_bus
-from controller.telemetry_format import read_telemetry
+from servoloop.controller.clock import SimulatedClock
+from servoloop.controller.command_socket import send_command
+from servoloop.controller.config import builtin_config, config_from_dict
+from servoloop.controller.daemon import Daemon
+from servoloop.controller.errors import CommandError
+from servoloop.controller.runtime import make_bus
+from servoloop.controller.telemetry_format import read_telemetry
 
 pytestmark = pytest.mark.hil
 
@@ -38,7 +38,7 @@ RATE_HZ = 250.0  # gentle on a shared machine; the loop is the same at 1 kHz
 
 def write_config(tmp_path: Path, robot: str = "quadruped") -> Path:
     """Built-in config with a short ramp, a modest rate and faults that tolerate a busy machine."""
-    from robots import config_path
+    from servoloop.robots import config_path
 
     src = config_path(robot)
     doc = yaml.safe_load(src.read_text())
@@ -64,7 +64,7 @@ def start_daemon(tmp_path, port, *extra):
     cfg = write_config(tmp_path)
     sock = tmp_path / "d.sock"
     tel = tmp_path / "t.sltl"
-    cmd = [sys.executable, "-m", "controller.cli", "run", "--config", str(cfg), "--port", port,
+    cmd = [sys.executable, "-m", "servoloop.cli", "run", "--config", str(cfg), "--port", port,
            "--socket", str(sock), "--telemetry", str(tel), "--json", "--quiet", *extra]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
@@ -138,7 +138,7 @@ def test_status_goal_and_stop_over_the_socket(tmp_path, quadruped_port):
     try:
         wait_status(proc, sock, lambda s: s["state"] == "run")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        st = subprocess.run([sys.executable, "-m", "controller.cli", "status", "--socket", str(sock), "--json"],
+        st = subprocess.run([sys.executable, "-m", "servoloop.cli", "status", "--socket", str(sock), "--json"],
                             capture_output=True, env=env, timeout=60)
         assert st.returncode == 0, st.stderr.decode()
         status = json.loads(st.stdout)
@@ -149,7 +149,7 @@ def test_status_goal_and_stop_over_the_socket(tmp_path, quadruped_port):
         assert not send_command(sock, {"cmd": "fly"})["ok"]
         assert send_command(sock, {"cmd": "set_goal", "goal": {"lf_knee": -0.8}})["ok"]
         wait_status(proc, sock, lambda s: abs(s["joints"]["lf_knee"] + 0.8) < 0.05, timeout=30)
-        stop = subprocess.run([sys.executable, "-m", "controller.cli", "stop", "--socket", str(sock)],
+        stop = subprocess.run([sys.executable, "-m", "servoloop.cli", "stop", "--socket", str(sock)],
                               capture_output=True, env=env, timeout=60)
         assert stop.returncode == 0, stop.stderr.decode()
         rc, out, err = finish(proc)

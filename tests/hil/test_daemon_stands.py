@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controller.config import builtin_config
-from controller.daemon import Daemon
-from controller.runtime import make_lockstep
+from servoloop.controller.config import builtin_config
+from servoloop.controller.daemon import Daemon
+from servoloop.controller.runtime import make_lockstep
 
 pytestmark = pytest.mark.hil
 

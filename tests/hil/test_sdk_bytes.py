@@ -10,9 +10,9 @@ import tty
 
 import pytest
 
-from firmware_bridge import _codec as C
-from firmware_bridge import protocol as P
-from firmware_bridge.sdk import sdk as dxl
+from servoloop.firmware_bridge import _codec as C
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.sdk import sdk as dxl
 
 pytestmark = pytest.mark.hil
 

@@ -3,7 +3,7 @@
 import dynamixel_sdk as dxl
 import pytest
 
-from firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge.control_table import get_table
 
 pytestmark = pytest.mark.hil
 

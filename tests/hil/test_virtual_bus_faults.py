@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from firmware_bridge import protocol as P
-from firmware_bridge.control_table import get_table
-from firmware_bridge.errors import ChecksumError
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge.errors import ChecksumError
 
 pytestmark = pytest.mark.hil
 

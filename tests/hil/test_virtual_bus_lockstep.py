@@ -6,8 +6,8 @@ import select
 import numpy as np
 import pytest
 
-from firmware_bridge import protocol as P
-from firmware_bridge.virtual_bus import InProcessVirtualBus
+from servoloop.firmware_bridge import protocol as P
+from servoloop.virtual_bus import InProcessVirtualBus
 
 pytestmark = pytest.mark.hil
 
@@ -69,7 +69,7 @@ def test_advance_moves_the_servo_towards_its_goal():
 
 
 def _bus_run(ticks=200):
-    bus_mod = pytest.importorskip("firmware_bridge.bus")
+    bus_mod = pytest.importorskip("servoloop.firmware_bridge.bus")
     vb = InProcessVirtualBus("1-6:XM430-W350", protocol=2, seed=11)
     specs = [bus_mod.ServoSpec(id=i, model="XM430-W350") for i in range(1, 7)]
     positions = []

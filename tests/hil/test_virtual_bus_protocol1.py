@@ -2,8 +2,8 @@
 
 import pytest
 
-from firmware_bridge import protocol as P
-from firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.control_table import get_table
 
 pytestmark = pytest.mark.hil
 

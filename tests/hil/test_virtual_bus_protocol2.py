@@ -6,8 +6,8 @@ The host side builds instructions and parses replies with firmware_bridge.protoc
 
 import pytest
 
-from firmware_bridge import protocol as P
-from firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.control_table import get_table
 
 pytestmark = pytest.mark.hil
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from firmware_bridge import protocol as P
+from servoloop.firmware_bridge import protocol as P
 
 pytestmark = pytest.mark.hil
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_robot_option_serves_its_servo_map(virtual_bus, pty_client):
 
 def _cli(*args, timeout=30):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "controller.cli", "virtual-bus", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "servoloop.cli", "virtual-bus", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -70,7 +70,7 @@ def test_bad_input_exits_2_naming_the_token(args, needle):
 
 def test_sigterm_is_a_clean_exit_with_json_summary():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "controller.cli", "virtual-bus", "--servos",
+    p = subprocess.Popen([sys.executable, "-m", "servoloop.cli", "virtual-bus", "--servos",
                           "1:XM430-W350", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
         path = p.stdout.readline().strip()

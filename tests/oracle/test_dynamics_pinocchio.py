@@ -8,7 +8,7 @@ Randomized states with fixed seeds; agreement to 1e-9 relative.
 import numpy as np
 import pytest
 
-import core_cy
+from servoloop import core_cy
 from tests.unit.core_cy.dynamics_cases import ALL, case_path, load, random_state
 from tests.unit.core_cy.dynamics_cases import assert_close as _assert_close
 

@@ -17,13 +17,13 @@ checked for the acceleration it was asked for, not in the round trip.
 import numpy as np
 import pinocchio as pin
 import pytest
-from core_cy._dynamics import Data, Model
 
-from core_cy import inverse_dynamics as ID
-from core_cy.sim import SimConfig, Simulator
-from core_cy.sim_gait import stand_goals
-from core_cy.sim_model import RigidSettings, ServoParams, contact_points_from_urdf
-from robots import urdf_path
+from servoloop.core_cy.dynamics._dynamics import Data, Model
+from servoloop.core_cy.inverse_dynamics import solvers as ID
+from servoloop.core_cy.sim.model import RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+from servoloop.experiments.gaits import stand_goals
+from servoloop.robots import urdf_path
 
 QUAD = str(urdf_path("quadruped"))
 DT = 1e-3

@@ -8,17 +8,16 @@ import pytest
 
 mujoco = pytest.importorskip("mujoco")
 
-from core_cy._dynamics import Data, crba, gravity  # noqa: E402
-
-from core_cy.sim import SimConfig, Simulator  # noqa: E402
-from core_cy.sim_compare import (  # noqa: E402
+from servoloop.core_cy.dynamics._dynamics import Data, crba, gravity  # noqa: E402
+from servoloop.core_cy.sim.simulator import SimConfig, Simulator  # noqa: E402
+from servoloop.experiments.gaits import stand_goals  # noqa: E402
+from servoloop.experiments.mujoco_twin import PAPER_FIGURES, MujocoTwin  # noqa: E402
+from servoloop.experiments.seed002_compare import (  # noqa: E402
     COMPARISON_DT,
     dt_convergence,
     quadruped_comparison,
 )
-from core_cy.sim_gait import stand_goals  # noqa: E402
-from core_cy.sim_mujoco import PAPER_FIGURES, MujocoTwin  # noqa: E402
-from robots import urdf_path  # noqa: E402
+from servoloop.robots import urdf_path  # noqa: E402
 
 QUAD = str(urdf_path("quadruped"))
 POS = ("trunk_pos_mae_mm_x", "trunk_pos_mae_mm_y", "trunk_pos_mae_mm_z")

@@ -74,7 +74,7 @@ for name, s in SPEC.items():
         lines.append("    - {" + ", ".join(f"{l}_hip_abad: 0.0, {l}_hip_flex: 1.25, {l}_knee: -2.5"
                                            for l in ("lf", "lh", "rf", "rh")) + "}")
     if s["floating"]:
-        lines.append('simulation: {plant: "core_cy.sim_plant:make_plant"}  # the contact simulator stands behind the virtual bus')
+        lines.append('simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}  # the contact simulator stands behind the virtual bus')
     text = "\n".join(lines) + "\n"
     yaml.safe_load(text)
     (ROOT / name / f"{name}.yaml").write_text(text)

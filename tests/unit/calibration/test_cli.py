@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from controller.cli import main
+from servoloop.cli import main
 
 
 def _run(capsys, argv):

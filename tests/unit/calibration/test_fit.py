@@ -5,12 +5,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from calibration.models import BAM_XL330_PUBLISHED, get_model
-from calibration.offline import cross_validate_by_gain, load_resampled, score_logs
-from calibration.output_error import fit_output_error
-from calibration.recording import GRAVITY, Recording
-from calibration.seed000 import fit_seed000, segments
-from calibration.simulation import simulate_recording
+from servoloop.calibration.models import BAM_XL330_PUBLISHED, get_model
+from servoloop.calibration.offline import cross_validate_by_gain, load_resampled, score_logs
+from servoloop.calibration.output_error import fit_output_error
+from servoloop.calibration.recording import GRAVITY, Recording
+from servoloop.calibration.seed000 import fit_seed000, segments
+from servoloop.calibration.simulation import simulate_recording
 
 SEED000 = {"kp": 9.272, "kd": 0.3069, "kc": 0.03}
 
@@ -59,8 +59,8 @@ def test_seed000_kc_is_constrained_nonnegative():
 
 
 def _simulated_pd_step(noise_ticks=0.0, seed=0):
-    from calibration.experiment import LoadSpec
-    from calibration.simulated_bench import simulate_square_wave
+    from servoloop.calibration.experiment import LoadSpec
+    from servoloop.calibration.simulated_bench import simulate_square_wave
 
     return simulate_square_wave(**SEED000, load=LoadSpec(inertia=4e-3), amplitude=0.0767, cycles=3,
                                 noise_ticks=noise_ticks, tick_rad=1e-9 if noise_ticks == 0 else 0.00511,
@@ -83,7 +83,7 @@ def test_paper_method_is_only_a_first_guess_on_a_step():
 def test_output_error_recovers_bench_gains(noise_ticks, tol):
     """Noise-free: exact to 1e-4. AX-18 encoder (5.1 mrad ticks) with 0.5 tick noise: kp, kd
     within 5 % (kc is below one tick of steady-state error and is not asserted here)."""
-    from calibration.recording import resample
+    from servoloop.calibration.recording import resample
 
     rec = resample(_simulated_pd_step(noise_ticks), 0.001)
     spec = dataclasses.replace(get_model("bench"), free=("kp", "kd", "kc"),

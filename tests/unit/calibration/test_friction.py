@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from calibration.errors import FitError
-from calibration.friction import fit_friction_curve, friction_torque
-from controller.cli import main
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.friction import fit_friction_curve, friction_torque
+from servoloop.cli import main
 
 TRUE = dict(fc=0.05, fv=0.02, fs=0.03, vs=0.3)
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-import robots
-from calibration.errors import FitError
-from calibration.inertial import RegressorModel, planar_2r_urdf, regroup, regroup_model
+from servoloop import robots
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.inertial import RegressorModel, planar_2r_urdf, regroup, regroup_model
 
 
 def two_r_urdf(tmp_path, gravity_in_plane=True):

@@ -4,14 +4,14 @@
 import numpy as np
 import pytest
 
-from calibration.inertial import (
+from servoloop.calibration.inertial import (
     FourierTrajectory,
     RegressorModel,
     identify_stacked,
     regroup,
     with_friction,
 )
-from calibration.inertial.closed_chain import ClosedChain, LoopClosure
+from servoloop.calibration.inertial.closed_chain import ClosedChain, LoopClosure
 
 # Crank-rocker (Grashof: 0.1 + 0.3 <= 0.25 + 0.3): crank 0.1 m from the origin,
 # coupler 0.3 m, rocker 0.25 m pivoting at x = 0.3 m; all axes along y, gravity -z
@@ -107,7 +107,7 @@ def test_velocity_and_acceleration_match_finite_differences_of_gamma(chain, moti
 
 def test_projection_removes_the_constraint_force(chain, motion):
     # KKT forward dynamics under a known motor torque u, then G^T W theta = u (eq. 23)
-    import core_cy
+    from servoloop import core_cy
 
     if chain.model.backend != "core_cy":
         pytest.skip("needs core_cy's crba and nonlinear_effects")

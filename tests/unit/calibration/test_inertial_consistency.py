@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import robots
-from calibration.inertial import (
+from servoloop import robots
+from servoloop.calibration.inertial import (
     ParameterLayout,
     body_parameters,
     check_consistency,

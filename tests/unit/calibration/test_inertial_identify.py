@@ -10,9 +10,9 @@ from math import erf, sqrt
 import numpy as np
 import pytest
 
-import robots
-from calibration.errors import FitError, RecordingFormatError
-from calibration.inertial import (
+from servoloop import robots
+from servoloop.calibration.errors import FitError, RecordingFormatError
+from servoloop.calibration.inertial import (
     DEFAULT_EPS,
     FilterSettings,
     RegressorModel,
@@ -325,7 +325,7 @@ def test_log_errors_name_the_file(tmp_path):
 def test_command_runs_and_writes_the_report(log_file, tmp_path, capsys):
     import argparse
 
-    from controller.cli import main
+    from servoloop.cli import main
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -367,9 +367,9 @@ def test_an_inaccurate_solve_is_reported_not_hidden(arm, noisy, monkeypatch):
     # the result and its report say so instead of passing it off as optimal
     import sys
 
-    from calibration.inertial.solvers import SolverResult
+    from servoloop.calibration.inertial.solvers import SolverResult
 
-    ident = sys.modules["calibration.inertial.identify"]  # the package's `identify` is the function
+    ident = sys.modules["servoloop.calibration.inertial.identify"]  # the package's `identify` is the function
 
     model, base, _ = arm
     real = ident.solve_ols

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import robots
-from calibration.inertial import (
+from servoloop import robots
+from servoloop.calibration.inertial import (
     PAPER_FROM_PIN,
     PIN_FROM_PAPER,
     RegressorModel,

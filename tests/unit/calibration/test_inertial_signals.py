@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from calibration.errors import FitError
-from calibration.inertial import (
+from servoloop.calibration.errors import FitError
+from servoloop.calibration.inertial import (
     FilterSettings,
     central_difference,
     decimate,

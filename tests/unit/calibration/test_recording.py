@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from calibration.errors import (
+from servoloop.calibration.errors import (
     RecordingFormatError,
     RecordingGapError,
     RecordingNaNError,
@@ -14,7 +14,7 @@ from calibration.errors import (
     RecordingTooShortError,
     RecordingUnexcitedError,
 )
-from calibration.recording import load_recording, resample, save_recording
+from servoloop.calibration.recording import load_recording, resample, save_recording
 
 
 def _bam_process(data, dt=0.005):

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from controller.command_socket import CommandServer, handle_request, send_command
-from controller.errors import CommandError, ControllerParamError
+from servoloop.controller.command_socket import CommandServer, handle_request, send_command
+from servoloop.controller.errors import CommandError, ControllerParamError
 
 
 class Handler:

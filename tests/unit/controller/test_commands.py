@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from controller.cli import main
+from servoloop.cli import main
 
 
 def test_run_with_bad_config_exits_2(tmp_path, capsys):

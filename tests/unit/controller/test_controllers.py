@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from controller.controllers import (
+from servoloop.controller.controllers import (
     Command,
     Controller,
     ControllerContext,
@@ -13,8 +13,8 @@ from controller.controllers import (
     make_controller,
     register,
 )
-from controller.controllers.minimum_jerk import min_jerk_ds, min_jerk_s
-from controller.errors import ControllerParamError
+from servoloop.controller.controllers.minimum_jerk import min_jerk_ds, min_jerk_s
+from servoloop.controller.errors import ControllerParamError
 
 JOINTS = ("a", "b", "c")
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controller.config import builtin_config
-from controller.controllers import Command, ControllerContext, JointState, make_controller
-from controller.errors import ControllerParamError
+from servoloop.controller.config import builtin_config
+from servoloop.controller.controllers import Command, ControllerContext, JointState, make_controller
+from servoloop.controller.errors import ControllerParamError
 
 core_cy = pytest.importorskip("core_cy")
 if not hasattr(core_cy, "Model"):
@@ -66,7 +66,7 @@ def test_param_checks():
 
 
 def _daemon(cfg):
-    from controller.daemon import Daemon
+    from servoloop.controller.daemon import Daemon
 
     return Daemon(cfg, bus=None, telemetry_path=None, socket_path=None)
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from controller.errors import LifecycleError
-from controller.lifecycle import TRANSITIONS, Lifecycle, State
+from servoloop.controller.errors import LifecycleError
+from servoloop.controller.lifecycle import TRANSITIONS, Lifecycle, State
 
 
 def test_happy_path():

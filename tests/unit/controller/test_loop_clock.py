@@ -2,7 +2,7 @@
 
 import pytest
 
-from controller.clock import FixedRate, MonotonicClock, SimulatedClock
+from servoloop.controller.clock import FixedRate, MonotonicClock, SimulatedClock
 
 
 class LateClock(SimulatedClock):

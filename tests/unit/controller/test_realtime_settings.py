@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from controller import realtime
-from controller.realtime import apply_realtime, restore_realtime
+from servoloop.controller import realtime
+from servoloop.controller.realtime import apply_realtime, restore_realtime
 
 
 def test_refused_settings_become_warnings(monkeypatch):

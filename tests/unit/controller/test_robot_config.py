@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.config import RobotConfig, builtin_config, config_from_dict, load_config
-from controller.errors import ConfigError
+from servoloop.controller.config import RobotConfig, builtin_config, config_from_dict, load_config
+from servoloop.controller.errors import ConfigError
 
 SERVOS = [{"id": 1, "model": "XM430-W350", "joint": "a", "min": -1.0, "max": 1.0},
           {"id": 2, "model": "XM430-W350", "joint": "b", "direction": -1, "offset": 0.1}]
@@ -125,8 +125,8 @@ def test_builtin_configs_load(name):
 
 def test_startup_via_poses_and_simulation_plant(tmp_path):
     cfg = load_config(write(tmp_path, {"servos": SERVOS, "startup": {"ramp_s": 2.0, "via": [{"a": 0.5}]},
-                                       "simulation": {"plant": "core_cy.sim_plant:make_plant"}}))
-    assert cfg.startup.via == ({"a": 0.5},) and cfg.simulation.plant == "core_cy.sim_plant:make_plant"
+                                       "simulation": {"plant": "servoloop.virtual_bus.robot_plant:make_plant"}}))
+    assert cfg.startup.via == ({"a": 0.5},) and cfg.simulation.plant == "servoloop.virtual_bus.robot_plant:make_plant"
     with pytest.raises(ConfigError, match="startup.via"):
         load_config(write(tmp_path, {"servos": SERVOS, "startup": {"via": {"a": 0.5}}}, "bad.yaml"))
     with pytest.raises(ConfigError, match="simulation.engine"):
@@ -134,8 +134,8 @@ def test_startup_via_poses_and_simulation_plant(tmp_path):
 
 
 def test_startup_via_with_an_unknown_joint_fails_before_torque_on():
-    from controller.daemon import Daemon
-    from controller.errors import ControllerError
+    from servoloop.controller.daemon import Daemon
+    from servoloop.controller.errors import ControllerError
 
     cfg = builtin_config("quadruped")
     from dataclasses import replace

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from controller.loop_stats import JitterStats
-from controller.safety import CommMonitor, LimitChecker
+from servoloop.controller.loop_stats import JitterStats
+from servoloop.controller.safety import CommMonitor, LimitChecker
 
 
 def test_window_rate_fault_only_past_threshold():

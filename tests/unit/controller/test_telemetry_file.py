@@ -6,9 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from controller.errors import TelemetryFormatError
-from controller.telemetry import TelemetryRing, TelemetryWriter, columns_for
-from controller.telemetry_format import MAGIC, SYNC, encode_json, encode_rows, read_telemetry
+from servoloop.controller.errors import TelemetryFormatError
+from servoloop.controller.telemetry import TelemetryRing, TelemetryWriter, columns_for
+from servoloop.controller.telemetry_format import (
+    MAGIC,
+    SYNC,
+    encode_json,
+    encode_rows,
+    read_telemetry,
+)
 
 JOINTS = ["a", "b"]
 
@@ -120,7 +126,7 @@ def test_writer_thread_flushes_on_its_own(tmp_path):
 
 
 def test_export_csv_and_mcap(tmp_path):
-    from controller.log_export import export_csv, export_mcap
+    from servoloop.controller.log_export import export_csv, export_mcap
 
     tel = read_telemetry(make_file(tmp_path, rows=40))
     n = export_csv(tel, tmp_path / "out.csv")
@@ -140,7 +146,7 @@ def test_export_csv_and_mcap(tmp_path):
 
 
 def test_plot_writes_png(tmp_path):
-    from controller.log_plot import plot_telemetry
+    from servoloop.controller.log_plot import plot_telemetry
 
     tel = read_telemetry(make_file(tmp_path, rows=40))
     out = plot_telemetry(tel, tmp_path / "p.png")

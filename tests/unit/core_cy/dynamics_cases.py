@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core_cy
+from servoloop import core_cy
 
 __all__ = ["BUILTIN", "ERD", "ALL", "erd_root", "case_path", "load", "random_state",
            "assert_close", "RTOL"]
@@ -45,7 +45,7 @@ def erd_root() -> Path:
 def _builtin_floating(name: str) -> bool:
     import yaml
 
-    import robots
+    from servoloop import robots
 
     cfg = robots.config_path(name)
     if cfg.is_file():
@@ -60,7 +60,7 @@ def case_path(name: str):
         rel, fb, mimic = _ERD_FILES[name]
         path = erd_root() / rel
     else:
-        import robots
+        from servoloop import robots
 
         path = robots.urdf_path(name)
         fb, mimic = None, "error"

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from core_cy import actuator_layout as L
-from core_cy.actuator import simulate, simulate_into
-from core_cy.actuator_reference import simulate_reference
+from servoloop.core_cy.actuator import layout as L
+from servoloop.core_cy.actuator.reference import simulate_reference
+from servoloop.core_cy.actuator.simulate import simulate, simulate_into
 
 
 def _random_params(rng, mode):

@@ -4,8 +4,8 @@ seed 003 §9 check 11)."""
 import numpy as np
 import pytest
 
-from core_cy import contact as C
-from core_cy import contact_reference as ref
+from servoloop.core_cy.contact import laws as C
+from servoloop.core_cy.contact import reference as ref
 
 LAW = C.ContactLaw(stiffness=3e5, exponent=1.5, damping_max=800.0, ramp_width=1e-3,
                    mu_static=0.8, mu_dynamic=0.6, v_static=0.01, v_dynamic=0.02)

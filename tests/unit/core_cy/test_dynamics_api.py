@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import core_cy
-from core_cy import errors
+from servoloop import core_cy
+from servoloop.core_cy import errors
 from tests.unit.core_cy.dynamics_cases import load, random_state
 
 
@@ -163,7 +163,7 @@ def test_regressor_out_with_garbage_is_fully_overwritten():
 
 
 def test_model_refuses_bodies_not_in_depth_first_order():
-    from core_cy.urdf import parse_urdf
+    from servoloop.core_cy.dynamics.urdf import parse_urdf
     from tests.unit.core_cy.dynamics_cases import case_path
 
     desc = parse_urdf(case_path("solo12")[0], floating_base=True)
@@ -184,7 +184,7 @@ def test_model_refuses_bodies_not_in_depth_first_order():
 def test_inline_sincos_matches_libm():
     # the kernels' own sin/cos of joint angles (see _dynamics.pyx): within 2 ulp of
     # libm over the range of joint angles, libm itself beyond 1e5 and for inf/nan
-    from core_cy._dynamics import _sincos_check
+    from servoloop.core_cy.dynamics._dynamics import _sincos_check
 
     rng = np.random.default_rng(44)
     x = np.concatenate([rng.uniform(-7, 7, 20000), rng.uniform(-1e5, 1e5, 20000),

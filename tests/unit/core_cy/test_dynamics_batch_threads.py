@@ -6,8 +6,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import core_cy
-from core_cy import errors
+from servoloop import core_cy
+from servoloop.core_cy import errors
 from tests.unit.core_cy.dynamics_cases import load, random_state
 
 BATCH = {

@@ -9,7 +9,7 @@ derivatives of the placements; energy of a free system is conserved (RK4).
 import numpy as np
 import pytest
 
-import core_cy
+from servoloop import core_cy
 from tests.unit.core_cy.dynamics_cases import ALL, assert_close, load, random_state
 
 FAST = ("bench", "arm", "quadruped", "humanoid", "ur5", "solo12")

@@ -1,4 +1,4 @@
-"""Every compiled kernel against the slow NumPy reference (core_cy.reference).
+"""Every compiled kernel against the slow NumPy reference (core_cy.dynamics.reference).
 
 Randomized states with fixed seeds; agreement to 1e-9 relative.  Talos is
 left to the Pinocchio oracle tests (the reference is slow on 33 bodies).
@@ -7,8 +7,8 @@ left to the Pinocchio oracle tests (the reference is slow on 33 bodies).
 import numpy as np
 import pytest
 
-import core_cy
-from core_cy import reference as ref
+from servoloop import core_cy
+from servoloop.core_cy.dynamics import reference as ref
 from tests.unit.core_cy.dynamics_cases import BUILTIN, assert_close, load, random_state
 
 ROBOTS = BUILTIN + ("ur5", "panda", "solo12")

@@ -7,13 +7,13 @@ simulator (rigid mode) provides consistent states and accelerations.
 import numpy as np
 import pytest
 import yaml
-from core_cy._dynamics import Data, Model, rnea
 
-from core_cy import inverse_dynamics as ID
-from core_cy.sim import SimConfig, Simulator
-from core_cy.sim_gait import stand_goals
-from core_cy.sim_model import RigidSettings, ServoParams, contact_points_from_urdf
-from robots import urdf_path
+from servoloop.core_cy.dynamics._dynamics import Data, Model, rnea
+from servoloop.core_cy.inverse_dynamics import solvers as ID
+from servoloop.core_cy.sim.model import RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+from servoloop.experiments.gaits import stand_goals
+from servoloop.robots import urdf_path
 
 QUAD = str(urdf_path("quadruped"))
 HUMANOID = str(urdf_path("humanoid"))

@@ -1,6 +1,6 @@
 """The package's public names all resolve (lazy ones included)."""
 
-import core_cy
+from servoloop import core_cy
 
 
 def test_every_public_name_resolves():

@@ -6,14 +6,14 @@ from dataclasses import replace
 import numpy as np
 import pinocchio as pin
 import pytest
-from core_cy._dynamics import Model
 
-from core_cy.contact import ContactLaw
-from core_cy.sim import BatchSimulator, SimConfig, SimulationError, Simulator
-from core_cy.sim_gait import stand_goals, trot_goals
-from core_cy.sim_model import Ground, RigidSettings, ServoParams, contact_points_from_urdf
-from core_cy.sim_reference import ReferenceSimulator
-from robots import urdf_path
+from servoloop.core_cy.contact.laws import ContactLaw
+from servoloop.core_cy.dynamics._dynamics import Model
+from servoloop.core_cy.sim.model import Ground, RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.reference import ReferenceSimulator
+from servoloop.core_cy.sim.simulator import BatchSimulator, SimConfig, SimulationError, Simulator
+from servoloop.experiments.gaits import stand_goals, trot_goals
+from servoloop.robots import urdf_path
 
 QUAD = str(urdf_path("quadruped"))
 G = 9.81
@@ -100,7 +100,7 @@ def test_quadruped_standing_carries_its_weight(mode):
     assert f[:, 2].sum() == pytest.approx(mg, rel=2e-3)
     assert np.abs(f[:, :2].sum(axis=0)).max() < 1e-3 * mg  # no net push: at rest
     # static share: symmetric left/right, front/hind by the COM's lever arms
-    from core_cy._dynamics import Data, center_of_mass, forward_kinematics
+    from servoloop.core_cy.dynamics._dynamics import Data, center_of_mass, forward_kinematics
 
     data = Data(sim.model)
     com = np.array(center_of_mass(sim.model, data, sim.q))
@@ -168,7 +168,7 @@ def test_box_on_slope_below_static_angle_stays(mode, box_urdf):
         # below the transition velocity v_s
         from scipy.optimize import brentq
 
-        from core_cy.contact import friction_coefficient
+        from servoloop.core_cy.contact.laws import friction_coefficient
 
         law = cfg.law
         creep = brentq(lambda x: friction_coefficient(law, x)[0] - np.tan(alpha), 0, law.v_static)
@@ -208,7 +208,7 @@ def test_batch_equals_independent_runs(goals):
 
 
 def test_torque_off_leaves_only_gearbox_friction_and_falls():
-    from core_cy.sim_reference import servo_torque, stop_torque
+    from servoloop.core_cy.sim.reference import servo_torque, stop_torque
 
     sim = Simulator.from_urdf(QUAD)
     stand = stand_goals(QUAD)
@@ -252,7 +252,7 @@ def test_blown_up_state_raises():
 
 @pytest.mark.parametrize("integrator", ["euler", "rk4"])
 def test_joint_torques_are_the_servo_model_at_step_start(integrator, goals):
-    from core_cy.sim_reference import servo_torque
+    from servoloop.core_cy.sim.reference import servo_torque
 
     sim = Simulator.from_urdf(QUAD, SimConfig(integrator=integrator))
     sim.reset(goals[0])
@@ -310,7 +310,7 @@ def test_joint_stops_match_the_reference(mode, integrator, torque_on, goals):
 
 
 def test_stop_pushes_out_and_never_pulls_in():
-    from core_cy.sim_reference import stop_torque
+    from servoloop.core_cy.sim.reference import stop_torque
 
     s = ServoParams()
     lo, hi = np.array([-1.0]), np.array([1.0])
@@ -326,7 +326,7 @@ def test_torque_off_collapse_stays_at_the_joint_stops(stiffness, inside):
     # a robot whose servos are off lies down on its trunk (the plant gives the trunk a
     # collision box); the brackets stop the joints. The negative control without stops
     # folds a joint well past its limit.
-    from core_cy.sim_plant import RobotPlant
+    from servoloop.virtual_bus.robot_plant import RobotPlant
 
     cfg = SimConfig(servo=replace(ServoParams(), stop_stiffness=stiffness))
     plant = RobotPlant.for_robot("quadruped", cfg)

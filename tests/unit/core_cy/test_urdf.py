@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import core_cy
-from core_cy import errors
+from servoloop import core_cy
+from servoloop.core_cy import errors
 from tests.unit.core_cy.dynamics_cases import assert_close, load
 
 INERTIAL = ('<inertial><origin xyz="{c}" rpy="{rpy}"/><mass value="{m}"/>'
@@ -70,7 +70,7 @@ def test_fixed_joint_merged_exactly(tmp_path):
     merged = core_cy.Model.from_urdf(chain(tmp_path, second=fixed, m=2.5))
     assert merged.nbodies == 1 and merged.body_names == ("l1",)
     assert merged.total_mass == pytest.approx(3.5)
-    from core_cy.urdf import rpy_to_matrix
+    from servoloop.core_cy.dynamics.urdf import rpy_to_matrix
 
     def params(m, c, R_in, R, p):
         Ic = R @ R_in @ np.array([[0.02, 0.001, 0.002], [0.001, 0.03, 0.003],

@@ -15,8 +15,8 @@ import os
 import termios
 import tty
 
-from firmware_bridge import protocol as P
-from firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.control_table import get_table
 
 __all__ = ["PtyServos"]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.bus import cycle_bytes, wire_limit_hz
+from servoloop.bench.bus import cycle_bytes, wire_limit_hz
 
 
 def test_twelve_servos_at_4_mbps():

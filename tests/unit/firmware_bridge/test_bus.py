@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from firmware_bridge.bus import Bus, ServoSpec, reply_timeout_s
-from firmware_bridge.errors import (
+from servoloop.firmware_bridge.bus import Bus, ServoSpec, reply_timeout_s
+from servoloop.firmware_bridge.errors import (
     BusTimeoutError,
     ChecksumError,
     HardwareErrorStatus,
@@ -21,7 +21,7 @@ from firmware_bridge.errors import (
     ServoStatusError,
     UnsafeOperationError,
 )
-from firmware_bridge.latency import read_latency_timer, write_latency_timer
+from servoloop.firmware_bridge.latency import read_latency_timer, write_latency_timer
 from tests.unit.firmware_bridge.pty_servos import PtyServos
 
 IDS = list(range(1, 13))

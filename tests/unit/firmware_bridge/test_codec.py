@@ -4,9 +4,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firmware_bridge import _codec as C
-from firmware_bridge import protocol as P
-from firmware_bridge.errors import ChecksumError, MalformedPacketError, UnsafeOperationError
+from servoloop.firmware_bridge import _codec as C
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.errors import (
+    ChecksumError,
+    MalformedPacketError,
+    UnsafeOperationError,
+)
 
 H = bytes.fromhex
 

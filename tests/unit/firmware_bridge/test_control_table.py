@@ -2,8 +2,14 @@
 
 import pytest
 
-from firmware_bridge.control_table import MODELS, baud_to_raw, get_table, model_name, raw_to_baud
-from firmware_bridge.errors import UnknownModelError
+from servoloop.firmware_bridge.control_table import (
+    MODELS,
+    baud_to_raw,
+    get_table,
+    model_name,
+    raw_to_baud,
+)
+from servoloop.firmware_bridge.errors import UnknownModelError
 
 REQUIRED = {
     "AX-12A": (12, 1), "AX-18A": (18, 1), "MX-28": (29, 1), "MX-64": (310, 1), "MX-106": (320, 1),

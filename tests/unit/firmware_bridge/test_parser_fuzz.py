@@ -7,9 +7,9 @@ agree exactly, and a corrupted packet must never decode to a value silently.
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firmware_bridge import _codec as C
-from firmware_bridge import protocol as P
-from firmware_bridge.errors import ChecksumError, MalformedPacketError
+from servoloop.firmware_bridge import _codec as C
+from servoloop.firmware_bridge import protocol as P
+from servoloop.firmware_bridge.errors import ChecksumError, MalformedPacketError
 
 EXPECTED = (ChecksumError, MalformedPacketError)
 

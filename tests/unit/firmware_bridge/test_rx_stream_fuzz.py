@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firmware_bridge.bus import Bus, ServoSpec
-from firmware_bridge.errors import BridgeError
+from servoloop.firmware_bridge.bus import Bus, ServoSpec
+from servoloop.firmware_bridge.errors import BridgeError
 from tests.unit.firmware_bridge.pty_servos import PtyServos
 
 IDS = [1, 2, 3]

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from firmware_bridge import units as U
-from firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge import units as U
+from servoloop.firmware_bridge.control_table import get_table
 
 X = get_table("XM430-W350")
 AX = get_table("AX-12A")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-import robots
+from servoloop import robots
 
 pin = pytest.importorskip("pinocchio")
 
@@ -175,7 +175,7 @@ def test_config_follows_the_contract_and_the_urdf(name):
     cfg = load_config(name)
     assert {"robot", "model", "bus", "servos", "loop", "controller"} <= set(cfg)
     # the daemon's loader is the schema: it rejects unknown keys, naming them
-    from controller.config import load_config as load_daemon_config
+    from servoloop.controller.config import load_config as load_daemon_config
 
     assert load_daemon_config(robots.config_path(name)).robot == name
     assert cfg["robot"] == name

@@ -1,0 +1,449 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled contact kernels (nogil, no allocation).
+
+Compliant law of seed 002 with its errata fixed (A9: depth**e with a positive
+depth; A10: optional clamp f_n >= 0; A11: friction opposes slip; A12: per-axis
+or elliptic cone), plane detection for points, spheres and box corners, and a
+projected Gauss-Seidel solver for the boxed LCP of rigid contact (normal
+impulse complementarity plus a friction pyramid, or an elliptic cone).
+
+The ``def`` functions at the end are thin entry points for core_cy/contact/laws.py
+and the tests; the ``cdef`` kernels are what core_cy/sim/_kernels.pyx cimports.
+"""
+
+from libc.math cimport fabs, fmax, pow, sqrt
+
+import numpy as np
+
+__all__ = [
+    "law_from_dict", "normal_force_np", "damping_ramp_np", "friction_coefficient_np",
+    "friction_force_np", "contact_force_np", "plane_frame_np", "box_plane_np", "pgs_solve_np",
+]
+
+
+cdef inline double _clamp(double x, double lo, double hi) noexcept nogil:
+    return lo if x < lo else (hi if x > hi else x)
+
+
+cdef double smoothstep(double x) noexcept nogil:
+    """S(x) = 3x^2 - 2x^3 clamped to [0, 1] (C1 at both ends)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    return x * x * (3.0 - 2.0 * x)
+
+
+cdef inline double _step(double x, double x0, double h0, double x1, double h1) noexcept nogil:
+    # ADAMS STEP: h0 + (h1 - h0) * S((x - x0) / (x1 - x0))
+    return h0 + (h1 - h0) * smoothstep((x - x0) / (x1 - x0))
+
+
+cdef double damping_ramp(double depth, const ContactLaw* law) noexcept nogil:
+    """c(depth) = c_max S(depth / w): 0 at touchdown, c_max from depth w on."""
+    if law.ramp_width <= 0.0:
+        return law.damping_max if depth > 0.0 else 0.0
+    return law.damping_max * smoothstep(depth / law.ramp_width)
+
+
+cdef double normal_force(double depth, double depth_rate, const ContactLaw* law) noexcept nogil:
+    """f_n = K depth^e + c(depth) depth_rate [N]; 0 when depth <= 0.
+
+    depth = -gap >= 0 in contact (erratum A9: raise the positive depth to e),
+    depth_rate > 0 while pressing in.  With clamp_normal the ground never
+    pulls (erratum A10, as the ADAMS IMPACT function).
+    """
+    cdef double f
+    if depth <= 0.0:
+        return 0.0
+    f = law.stiffness * pow(depth, law.exponent) + damping_ramp(depth, law) * depth_rate
+    if law.clamp_normal and f < 0.0:
+        return 0.0
+    return f
+
+
+cdef double friction_coefficient(double slip, const ContactLaw* law) noexcept nogil:
+    """Odd, C1 stick-slip coefficient mu(v) (seed 002 eq. 38, ADAMS law).
+
+    |v| <= v_s: STEP(v, -v_s, -mu_s, v_s, mu_s); v_s < |v| <= v_d: sign(v)
+    STEP(|v|, v_s, mu_s, v_d, mu_d); beyond: sign(v) mu_d.
+    """
+    cdef double a = fabs(slip), m
+    if a <= law.v_static:
+        return _step(slip, -law.v_static, -law.mu_static, law.v_static, law.mu_static)
+    if a <= law.v_dynamic:
+        m = _step(a, law.v_static, law.mu_static, law.v_dynamic, law.mu_dynamic)
+    else:
+        m = law.mu_dynamic
+    return m if slip > 0.0 else -m
+
+
+cdef double friction_slope(double slip, const ContactLaw* law) noexcept nogil:
+    """d mu / d v (even in v, >= 0 in the stick band, <= 0 in the stick-slip drop)."""
+    cdef double a = fabs(slip), x, span
+    if a <= law.v_static:
+        x = (slip + law.v_static) / (2.0 * law.v_static)
+        return 2.0 * law.mu_static * 6.0 * x * (1.0 - x) / (2.0 * law.v_static)
+    if a <= law.v_dynamic:
+        span = law.v_dynamic - law.v_static
+        x = (a - law.v_static) / span
+        return (law.mu_dynamic - law.mu_static) * 6.0 * x * (1.0 - x) / span
+    return 0.0
+
+
+cdef void contact_damping(double depth, const double* v_local, const ContactLaw* law,
+                          double* D) noexcept nogil:
+    """D = -d f / d v_contact (3, 3) row-major in the contact frame, made PSD.
+
+    Used by the linearly implicit Euler step (the paper's stiffness warning:
+    mu_s f_n / v_s on a light shank).  Normal: c(depth); friction: f_n times
+    the positive part of the friction law's slope (cross terms through f_n
+    left out: D only has to stabilise, the force itself stays exact).
+    """
+    cdef double fn, s, m, ms, ux, uy
+    cdef int i
+    for i in range(9):
+        D[i] = 0.0
+    if depth <= 0.0:
+        return
+    fn = normal_force(depth, -v_local[2], law)
+    if fn <= 0.0:
+        return
+    D[8] = damping_ramp(depth, law)
+    if law.cone == 0:
+        D[0] = fn * fmax(friction_slope(v_local[0], law), 0.0)
+        D[4] = fn * fmax(friction_slope(v_local[1], law), 0.0)
+        return
+    s = sqrt(v_local[0] * v_local[0] + v_local[1] * v_local[1])
+    ms = fmax(friction_slope(s, law), 0.0)
+    if s < 1e-9:
+        m = 1.5 * law.mu_static / law.v_static  # mu(s)/s -> mu'(0)
+        ux = 1.0
+        uy = 0.0
+        ms = m
+    else:
+        m = friction_coefficient(s, law) / s
+        ux = v_local[0] / s
+        uy = v_local[1] / s
+    # f_n [ms u u^T + m (I - u u^T)], scaled per axis like the force
+    D[0] = fn * law.cone_scale_x * (ms * ux * ux + m * (1.0 - ux * ux))
+    D[1] = fn * law.cone_scale_x * (ms - m) * ux * uy
+    D[3] = fn * law.cone_scale_y * (ms - m) * ux * uy
+    D[4] = fn * law.cone_scale_y * (ms * uy * uy + m * (1.0 - uy * uy))
+
+
+cdef void friction_force(double vx, double vy, double fn, const ContactLaw* law,
+                         double* fx, double* fy) noexcept nogil:
+    """Tangential force [N] in the contact frame, opposing the slip (vx, vy) [m/s].
+
+    cone 0: per axis, f_x = -mu(v_x) f_n (square limit, seed 002's printed law).
+    cone 1: elliptic, |(f_x/s_x, f_y/s_y)| = mu(|v_t|) f_n along -v_t.
+    """
+    cdef double s, m
+    if fn <= 0.0:
+        fx[0] = 0.0
+        fy[0] = 0.0
+        return
+    if law.cone == 0:
+        fx[0] = -friction_coefficient(vx, law) * fn
+        fy[0] = -friction_coefficient(vy, law) * fn
+        return
+    s = sqrt(vx * vx + vy * vy)
+    if s < 1e-300:
+        fx[0] = 0.0
+        fy[0] = 0.0
+        return
+    m = friction_coefficient(s, law) * fn / s
+    fx[0] = -m * law.cone_scale_x * vx
+    fy[0] = -m * law.cone_scale_y * vy
+
+
+cdef void contact_force(double depth, const double* v_contact, const double* R_contact,
+                        const ContactLaw* law, double* f_world) noexcept nogil:
+    """World force [N] on the body at a contact point.
+
+    depth [m] >= 0 in contact; v_contact (3,) the contact point's world
+    velocity [m/s]; R_contact (3, 3) row-major, columns (t1, t2, n) in world.
+    """
+    cdef double vx, vy, vn, fn, ft1, ft2
+    cdef int i
+    if depth <= 0.0:
+        f_world[0] = 0.0
+        f_world[1] = 0.0
+        f_world[2] = 0.0
+        return
+    # v_local = R^T v_world
+    vx = R_contact[0] * v_contact[0] + R_contact[3] * v_contact[1] + R_contact[6] * v_contact[2]
+    vy = R_contact[1] * v_contact[0] + R_contact[4] * v_contact[1] + R_contact[7] * v_contact[2]
+    vn = R_contact[2] * v_contact[0] + R_contact[5] * v_contact[1] + R_contact[8] * v_contact[2]
+    fn = normal_force(depth, -vn, law)
+    friction_force(vx, vy, fn, law, &ft1, &ft2)
+    for i in range(3):
+        f_world[i] = R_contact[3 * i] * ft1 + R_contact[3 * i + 1] * ft2 + R_contact[3 * i + 2] * fn
+
+
+cdef void plane_frame(const double* normal, double* R) noexcept nogil:
+    """Contact frame (3, 3) row-major: columns t1, t2, n (n = unit plane normal).
+
+    t1 is the world axis least aligned with n, made orthogonal to it, so a
+    level ground gives the world-aligned frame (seed 002's {C_k}).
+    """
+    cdef double ax = 1.0, ay = 0.0, az = 0.0, d, t1x, t1y, t1z, nrm
+    cdef double nx = normal[0], ny = normal[1], nz = normal[2]
+    if fabs(nx) > 0.9:
+        ax = 0.0
+        ay = 1.0
+    d = ax * nx + ay * ny + az * nz
+    t1x = ax - d * nx
+    t1y = ay - d * ny
+    t1z = az - d * nz
+    nrm = sqrt(t1x * t1x + t1y * t1y + t1z * t1z)
+    t1x /= nrm
+    t1y /= nrm
+    t1z /= nrm
+    R[0] = t1x
+    R[3] = t1y
+    R[6] = t1z
+    R[1] = ny * t1z - nz * t1y
+    R[4] = nz * t1x - nx * t1z
+    R[7] = nx * t1y - ny * t1x
+    R[2] = nx
+    R[5] = ny
+    R[8] = nz
+
+
+cdef double point_plane_gap(const double* p, const double* plane_point,
+                            const double* normal) noexcept nogil:
+    """Signed distance [m] of p above the plane (seed 002 eq. 31, d = n^T (p - P))."""
+    return (normal[0] * (p[0] - plane_point[0]) + normal[1] * (p[1] - plane_point[1])
+            + normal[2] * (p[2] - plane_point[2]))
+
+
+cdef int box_plane(const double* center, const double* R_box, const double* half,
+                   const double* plane_point, const double* normal,
+                   double* points, double* gaps) noexcept nogil:
+    """The 8 corners of a box (points (8, 3) world) and their gaps (8,) [m]."""
+    cdef int k, i
+    cdef double sx, sy, sz, lx, ly, lz
+    for k in range(8):
+        sx = 1.0 if (k & 1) else -1.0
+        sy = 1.0 if (k & 2) else -1.0
+        sz = 1.0 if (k & 4) else -1.0
+        lx = sx * half[0]
+        ly = sy * half[1]
+        lz = sz * half[2]
+        for i in range(3):
+            points[3 * k + i] = center[i] + R_box[3 * i] * lx + R_box[3 * i + 1] * ly + R_box[3 * i + 2] * lz
+        gaps[k] = point_plane_gap(&points[3 * k], plane_point, normal)
+    return 8
+
+
+cdef inline void _project_friction(double* lam, double lim, int cone) noexcept nogil:
+    cdef double s
+    if cone == 0:
+        lam[0] = _clamp(lam[0], -lim, lim)
+        lam[1] = _clamp(lam[1], -lim, lim)
+    else:
+        s = sqrt(lam[0] * lam[0] + lam[1] * lam[1])
+        if s > lim:
+            if s > 0.0:
+                lam[0] *= lim / s
+                lam[1] *= lim / s
+
+
+cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* mu,
+                        double* lam, double* w, int max_iter, double tol, int cone) noexcept nogil:
+    """Projected Gauss-Seidel on w = W lam + b for nc contacts, warm-started.
+
+    Per contact the unknowns are ordered (t1, t2, n); W is (3nc, 3nc)
+    row-major (the Delassus matrix J M^-1 J^T), b (3nc,) the free contact
+    velocity plus stabilisation.  Normal: 0 <= lam_n  _|_  w_n >= 0.
+    Friction: |lam_t| <= mu lam_n per axis (cone 0, a square pyramid) or
+    on the disc (cone 1), with w_t = 0 inside and opposite to lam_t on the
+    boundary.  lam holds the warm start on entry and the impulses on exit;
+    w receives W lam + b.
+    """
+    cdef int n = 3 * nc, it, c, k, j, r
+    cdef double delta, maxd, scale, acc, old, lim
+    cdef double tmp[2]
+    cdef double res2[2]
+    cdef double dmax
+    cdef LCPStats st
+    it = 0
+    for it in range(1, max_iter + 1):
+        maxd = 0.0
+        scale = 1e-12
+        for c in range(nc):
+            # normal row first so the friction bound uses the fresh lam_n
+            r = 3 * c + 2
+            acc = b[r]
+            for j in range(n):
+                acc += W[r * n + j] * lam[j]
+            old = lam[r]
+            if W[r * n + r] > 0.0:
+                lam[r] = old - acc / W[r * n + r]
+                if lam[r] < 0.0:
+                    lam[r] = 0.0
+            delta = fabs(lam[r] - old)
+            if delta > maxd:
+                maxd = delta
+            if lam[r] > scale:
+                scale = lam[r]
+            lim = mu[c] * lam[r]
+            if cone == 0:
+                # the box is separable: plain Gauss-Seidel per axis
+                for k in range(2):
+                    r = 3 * c + k
+                    acc = b[r]
+                    for j in range(n):
+                        acc += W[r * n + j] * lam[j]
+                    tmp[k] = lam[r]
+                    if W[r * n + r] > 0.0:
+                        lam[r] = lam[r] - acc / W[r * n + r]
+            else:
+                # the disc is not separable: one scalar step for the block, so
+                # the Euclidean projection's fixed point solves the cone problem
+                dmax = W[(3 * c) * n + 3 * c]
+                if W[(3 * c + 1) * n + 3 * c + 1] > dmax:
+                    dmax = W[(3 * c + 1) * n + 3 * c + 1]
+                for k in range(2):
+                    r = 3 * c + k
+                    acc = b[r]
+                    for j in range(n):
+                        acc += W[r * n + j] * lam[j]
+                    res2[k] = acc
+                    tmp[k] = lam[r]
+                if dmax > 0.0:
+                    for k in range(2):
+                        lam[3 * c + k] = tmp[k] - res2[k] / dmax
+            _project_friction(&lam[3 * c], lim, cone)
+            for k in range(2):
+                delta = fabs(lam[3 * c + k] - tmp[k])
+                if delta > maxd:
+                    maxd = delta
+        if maxd <= tol * scale:
+            break
+    lcp_stats(nc, W, b, mu, lam, w, cone, &st)
+    st.iterations = it
+    return st
+
+
+cdef void lcp_stats(int nc, const double* W, const double* b, const double* mu,
+                    const double* lam, double* w, int cone, LCPStats* st) noexcept nogil:
+    """w = W lam + b, the natural-map residual and the complementarity error."""
+    cdef int n = 3 * nc, i, j, c, k
+    cdef double acc, res = 0.0, comp = 0.0, lim, e
+    cdef double p[2]
+    for i in range(n):
+        acc = b[i]
+        for j in range(n):
+            acc += W[i * n + j] * lam[j]
+        w[i] = acc
+    for c in range(nc):
+        # normal pair: |min(lam_n, w_n)| and |lam_n w_n|
+        e = fabs(lam[3 * c + 2] if lam[3 * c + 2] < w[3 * c + 2] else w[3 * c + 2])
+        if e > res:
+            res = e
+        e = fabs(lam[3 * c + 2] * w[3 * c + 2])
+        if e > comp:
+            comp = e
+        lim = mu[c] * lam[3 * c + 2]
+        # friction: |lam_t - proj(lam_t - w_t)| (natural map of the box/disc)
+        p[0] = lam[3 * c] - w[3 * c]
+        p[1] = lam[3 * c + 1] - w[3 * c + 1]
+        _project_friction(p, lim, cone)
+        for k in range(2):
+            e = fabs(lam[3 * c + k] - p[k])
+            if e > res:
+                res = e
+        # slip only at the boundary: (lim - |lam_t|) |w_t| = 0
+        if cone == 0:
+            for k in range(2):
+                e = fabs((lim - fabs(lam[3 * c + k])) * w[3 * c + k])
+                if e > comp:
+                    comp = e
+        else:
+            e = fabs((lim - sqrt(lam[3 * c] ** 2 + lam[3 * c + 1] ** 2))
+                     * sqrt(w[3 * c] ** 2 + w[3 * c + 1] ** 2))
+            if e > comp:
+                comp = e
+    st.residual = res
+    st.complementarity = comp
+
+
+# ---------------------------------------------------------------- entry points
+
+cdef ContactLaw _law(dict d) except *:
+    cdef ContactLaw law
+    law.stiffness = d["stiffness"]
+    law.exponent = d["exponent"]
+    law.damping_max = d["damping_max"]
+    law.ramp_width = d["ramp_width"]
+    law.mu_static = d["mu_static"]
+    law.mu_dynamic = d["mu_dynamic"]
+    law.v_static = d["v_static"]
+    law.v_dynamic = d["v_dynamic"]
+    law.cone = d["cone"]
+    law.cone_scale_x = d["cone_scale_x"]
+    law.cone_scale_y = d["cone_scale_y"]
+    law.clamp_normal = d["clamp_normal"]
+    return law
+
+
+def law_from_dict(dict d):
+    """Round trip a law dict through the C struct (checks every key exists)."""
+    return _law(d)
+
+
+def normal_force_np(dict law, const double[::1] depth, const double[::1] depth_rate, double[::1] out):
+    cdef ContactLaw c = _law(law)
+    cdef Py_ssize_t i
+    for i in range(depth.shape[0]):
+        out[i] = normal_force(depth[i], depth_rate[i], &c)
+
+
+def damping_ramp_np(dict law, const double[::1] depth, double[::1] out):
+    cdef ContactLaw c = _law(law)
+    cdef Py_ssize_t i
+    for i in range(depth.shape[0]):
+        out[i] = damping_ramp(depth[i], &c)
+
+
+def friction_coefficient_np(dict law, const double[::1] slip, double[::1] out):
+    cdef ContactLaw c = _law(law)
+    cdef Py_ssize_t i
+    for i in range(slip.shape[0]):
+        out[i] = friction_coefficient(slip[i], &c)
+
+
+def friction_force_np(dict law, const double[:, ::1] slip, const double[::1] fn, double[:, ::1] out):
+    cdef ContactLaw c = _law(law)
+    cdef Py_ssize_t i
+    for i in range(slip.shape[0]):
+        friction_force(slip[i, 0], slip[i, 1], fn[i], &c, &out[i, 0], &out[i, 1])
+
+
+def contact_force_np(dict law, double depth, const double[::1] v_contact, const double[:, ::1] R_contact,
+                     double[::1] out):
+    cdef ContactLaw c = _law(law)
+    contact_force(depth, &v_contact[0], &R_contact[0, 0], &c, &out[0])
+
+
+def plane_frame_np(const double[::1] normal, double[:, ::1] out):
+    plane_frame(&normal[0], &out[0, 0])
+
+
+def box_plane_np(const double[::1] center, const double[:, ::1] R_box, const double[::1] half,
+                 const double[::1] plane_point, const double[::1] normal,
+                 double[:, ::1] points, double[::1] gaps):
+    box_plane(&center[0], &R_box[0, 0], &half[0], &plane_point[0], &normal[0],
+              &points[0, 0], &gaps[0])
+
+
+def pgs_solve_np(const double[:, ::1] W, const double[::1] b, const double[::1] mu, double[::1] lam,
+                 double[::1] w, int max_iter, double tol, int cone):
+    cdef LCPStats st
+    with nogil:
+        st = pgs_solve(<int>mu.shape[0], &W[0, 0], &b[0], &mu[0], &lam[0], &w[0],
+                       max_iter, tol, cone)
+    return st.iterations, st.residual, st.complementarity

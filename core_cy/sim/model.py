@@ -1,0 +1,193 @@
+"""What the simulator needs besides the rigid-body model: contact geometry,
+ground plane, servo actuator parameters and solver settings.
+
+Contact geometry is read from the URDF's ``<collision>`` elements: a sphere
+becomes one contact candidate (body, centre in the body frame, radius), a
+box its 8 corners (radius 0), and a point is a sphere of radius 0.  Bodies
+are numbered as in :func:`core_cy.dynamics.urdf.parse_urdf` (fixed links merged into
+their moving parent), which is also core_cy.Model's and Pinocchio's order.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from servoloop.core_cy.dynamics.urdf import parse_urdf, rpy_to_matrix
+
+__all__ = [
+    "ContactPoints",
+    "ServoParams",
+    "RigidSettings",
+    "Ground",
+    "contact_points_from_urdf",
+    "box_corners",
+]
+
+
+@dataclass(frozen=True)
+class ServoParams:
+    """Seed-000 position-mode servo at every actuated joint (XM430-W350 defaults).
+
+    tau = clip(-kp (q - q_goal) - kd qd - kc sgn(qd), -tau_max, tau_max); with
+    torque off the drive is open and only the gearbox friction -kc sgn(qd)
+    stays (a powered-off Dynamixel is stiff to back-drive; BAM's torque-off
+    pendulum segments come to rest quickly).  sgn is regularised linearly over |qd| < sign_band so explicit
+    integrators do not chatter.  armature is the reflected rotor inertia added
+    to each actuated joint's diagonal of M.  kd, kc and armature are the
+    ToddlerBot XM430 identification (FIELD-NOTES d2); kp is our choice (the
+    smallest round value with which the built-in quadruped's trot walks
+    forward instead of sagging and scuffing).
+
+    Past the model's position limits a joint meets a compliant mechanical
+    stop (the bracket and horn of a real servo), torque on or off:
+    tau_stop = -stop_stiffness (q - limit) - stop_damping qd, one-sided (it
+    pushes out of the stop, never pulls in); stop_stiffness = 0 disables it.
+    Without it a robot that lies down with torque off folds its knees
+    through the limits, which no real robot can.
+
+    Attributes: kp [N m/rad], kd [N m s/rad], kc [N m], tau_max [N m],
+    armature [kg m^2], sign_band [rad/s], stop_stiffness [N m/rad],
+    stop_damping [N m s/rad].
+    """
+
+    kp: float = 20.0
+    kd: float = 0.15
+    kc: float = 0.134
+    tau_max: float = 4.1
+    armature: float = 0.0012
+    sign_band: float = 0.05
+    # A leg of the built-in quadruped (~0.2 N m of gravity) rests 4 mrad
+    # into a stop; with the armature the stop rings at ~25 Hz, damping ratio ~0.5.
+    stop_stiffness: float = 50.0
+    stop_damping: float = 0.3
+
+
+@dataclass(frozen=True)
+class RigidSettings:
+    """Velocity-level rigid contact: PGS on the boxed LCP.
+
+    mu: friction coefficient; baumgarte: fraction of the penetration removed
+    per step (0..1); margin [m]: candidate contacts with gap below it enter
+    the LCP (w_n = J_n v + gap/dt keeps them from closing faster than the
+    gap); cone: "per_axis" (pyramid) or "elliptic".
+    """
+
+    mu: float = 0.8
+    baumgarte: float = 0.2
+    margin: float = 0.005
+    max_iter: int = 50
+    tol: float = 1e-6
+    cone: str = "per_axis"
+
+
+@dataclass(frozen=True)
+class Ground:
+    """A plane through ``point`` [m] with unit ``normal`` (any orientation)."""
+
+    point: tuple = (0.0, 0.0, 0.0)
+    normal: tuple = (0.0, 0.0, 1.0)
+
+    @staticmethod
+    def slope(angle_rad: float, axis: str = "x") -> Ground:
+        """A plane through the origin tilted by ``angle_rad`` about world y (rising toward -x)."""
+        if axis != "x":
+            raise ValueError(f"Ground.slope: axis {axis!r} not supported, use 'x'")
+        return Ground((0.0, 0.0, 0.0), (np.sin(angle_rad), 0.0, np.cos(angle_rad)))
+
+    def unit_normal(self) -> np.ndarray:
+        n = np.asarray(self.normal, dtype=float)
+        return n / np.linalg.norm(n)
+
+
+@dataclass
+class ContactPoints:
+    """Contact candidates: body index (k,), centre in the body frame (k, 3) [m], radius (k,) [m]."""
+
+    body: np.ndarray
+    position: np.ndarray
+    radius: np.ndarray
+    names: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.body.shape[0])
+
+    @staticmethod
+    def concat(parts: list[ContactPoints]) -> ContactPoints:
+        if not parts:
+            return ContactPoints(np.zeros(0, np.int32), np.zeros((0, 3)), np.zeros(0))
+        return ContactPoints(
+            np.concatenate([p.body for p in parts]).astype(np.int32),
+            np.concatenate([p.position for p in parts]),
+            np.concatenate([p.radius for p in parts]),
+            sum((p.names for p in parts), []),
+        )
+
+
+def _origin(el):
+    o = el.find("origin")
+    if o is None:
+        return np.eye(3), np.zeros(3)
+    xyz = np.array([float(s) for s in o.get("xyz", "0 0 0").split()])
+    rpy = np.array([float(s) for s in o.get("rpy", "0 0 0").split()])
+    return rpy_to_matrix(rpy), xyz
+
+
+def contact_points_from_urdf(path, floating_base: bool = True, links=None,
+                             boxes: bool = True) -> ContactPoints:
+    """Contact candidates from the URDF's collision spheres and boxes.
+
+    Parameters
+    ----------
+    path : str or Path
+        URDF file.
+    links : iterable of str, optional
+        Links whose collision geometry is used; default: every link with a
+        ``<collision>`` (the built-in robots collide with their feet only:
+        spheres on the quadruped, boxes on the humanoid).
+    boxes : bool
+        Add the 8 corners of collision boxes (else spheres only).
+
+    Raises
+    ------
+    ValueError naming the file when no contact geometry is found.
+    """
+    path = str(path)
+    tree = parse_urdf(path, floating_base=floating_base)
+    root = ET.parse(path).getroot()
+    parts = []
+    for link in root.findall("link"):
+        name = link.get("name")
+        if links is not None and name not in links:
+            continue
+        body, R_link, p_link = tree.frames[name]
+        for col in link.findall("collision"):
+            R_c, p_c = _origin(col)
+            geom = col.find("geometry")
+            sph = geom.find("sphere") if geom is not None else None
+            box = geom.find("box") if geom is not None else None
+            centre = R_link @ p_c + p_link
+            if sph is not None:
+                r = float(sph.get("radius"))
+                parts.append(ContactPoints(np.array([body]), centre[None], np.array([r]), [name]))
+            elif box is not None and boxes:
+                size = [float(s) for s in box.get("size").split()]
+                pts = box_corners(body, size, name=name)
+                pts.position = centre + pts.position @ (R_link @ R_c).T
+                parts.append(pts)
+    pts = ContactPoints.concat(parts)
+    if len(pts) == 0:
+        raise ValueError(f"{Path(path).name}: no collision sphere or box on "
+                         f"{'any link' if links is None else 'links ' + str(list(links))}")
+    return pts
+
+
+def box_corners(body: int, size, center=(0.0, 0.0, 0.0), name: str = "box") -> ContactPoints:
+    """The 8 corners of an axis-aligned box of ``size`` (3,) [m] on ``body``, as points."""
+    half = 0.5 * np.asarray(size, dtype=float)
+    signs = np.array([[sx, sy, sz] for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)])
+    return ContactPoints(np.full(8, body, dtype=np.int32), np.asarray(center, float) + signs * half,
+                         np.zeros(8), [f"{name}:corner{k}" for k in range(8)])

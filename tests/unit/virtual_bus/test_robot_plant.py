@@ -1,0 +1,117 @@
+"""The simulator as the virtual servo bus's plant (virtual-bus contract: Plant)."""
+
+import numpy as np
+import pytest
+
+from servoloop.experiments.gaits import stand_goals
+from servoloop.robots import urdf_path
+from servoloop.virtual_bus.robot_plant import RobotPlant
+
+QUAD = str(urdf_path("quadruped"))
+
+
+@pytest.fixture
+def plant():
+    return RobotPlant.for_robot("quadruped")
+
+
+def _io(n):
+    return np.zeros(n), np.zeros(n), np.zeros(n)
+
+
+def test_plant_interface_and_standing(plant):
+    from servoloop.virtual_bus.plant import Plant
+
+    assert isinstance(plant, Plant) and plant.n == 12
+    pos, vel, tq = _io(12)
+    plant.step(0.0, np.zeros(12), np.zeros(12, bool), pos, vel, tq)
+    stand = stand_goals(QUAD, joint_names=plant.joint_names)
+    np.testing.assert_allclose(pos, [0, 0.6, -1.2] * 4, atol=1e-12)  # the config's pose
+    for _ in range(1000):
+        plant.step(1e-3, pos * 0 + stand, np.ones(12, bool), pos, vel, tq)
+    assert plant.time_ns == 1_000_000_000
+    f = plant.sim.contact_forces[:, 2]
+    assert f.sum() == pytest.approx(plant.sim.model.total_mass * 9.81, rel=2e-3)
+    np.testing.assert_allclose(pos, stand, atol=0.05)
+    assert np.all(np.abs(tq) < 4.1) and np.any(np.abs(tq) > 0.05)  # servos hold the weight
+
+
+def test_partial_steps_accumulate(plant):
+    pos, vel, tq = _io(12)
+    on = np.ones(12, bool)
+    goal = np.array([0, 0.6, -1.2] * 4)
+    for _ in range(10):
+        plant.step(2e-4, goal, on, pos, vel, tq)  # 0.2 ms: five make one 1 ms step
+    assert plant.time_ns == 2_000_000
+
+
+def test_torque_off_collapses_onto_trunk(plant):
+    pos, vel, tq = _io(12)
+    for _ in range(1500):
+        plant.step(1e-3, np.zeros(12), np.zeros(12, bool), pos, vel, tq)
+    # torque off: no drive torque, only the gearbox friction (|tau| <= kc) and joint stops
+    kc = plant.sim.config.servo.kc
+    lo, hi = plant.sim.model.lower_limits[7:], plant.sim.model.upper_limits[7:]
+    inside = (pos > lo) & (pos < hi)
+    assert np.all(np.abs(tq[inside]) <= kc + 1e-12)
+    z = plant.sim.q[2]
+    assert 0.02 < z < 0.06  # resting on the trunk box, not through the floor
+
+
+def test_set_actuation_scales_gain(plant):
+    pos, vel, tq = _io(12)
+    goal = np.array([0, 0.6, -1.2] * 4)
+    plant.set_actuation(np.full(12, 0.5), np.full(12, 4.1))
+    for _ in range(500):
+        plant.step(1e-3, goal, np.ones(12, bool), pos, vel, tq)
+    sag_soft = np.abs(pos - goal).max()
+    plant.set_actuation(np.full(12, 2.0), np.full(12, 4.1))
+    for _ in range(500):
+        plant.step(1e-3, goal, np.ones(12, bool), pos, vel, tq)
+    assert np.abs(pos - goal).max() < 0.5 * sag_soft
+
+
+def test_bus_engine_runs_the_quadruped(plant):
+    from servoloop.virtual_bus.engine import BusEngine
+    from servoloop.virtual_bus.spec import robot_servos
+
+    servos, _ = robot_servos("quadruped")
+    eng = BusEngine(servos, plant=plant)
+    eng.goal_rad[:] = [0, 0.6, -1.2] * 4
+    eng.torque_on[:] = True
+    for _ in range(500):
+        eng.advance(1e-3)
+    np.testing.assert_allclose(eng.position, eng.goal_rad, atol=0.05)
+    assert plant.sim.contact_forces[:, 2].sum() == pytest.approx(24.06, rel=0.01)
+
+
+def test_unknown_joint_is_named():
+    from servoloop.core_cy.sim.simulator import Simulator
+
+    with pytest.raises(ValueError, match="lf_ankle"):
+        RobotPlant(Simulator.from_urdf(QUAD), ["lf_ankle"])
+
+
+def test_virtual_bus_plant_factory():
+    from servoloop.virtual_bus.spec import load_plant, robot_servos
+
+    servos, _ = robot_servos("quadruped")
+    plant = load_plant("servoloop.virtual_bus.robot_plant:make_plant", servos, "quadruped")
+    assert isinstance(plant, RobotPlant) and plant.n == 12
+    with pytest.raises(ValueError, match="--robot"):
+        load_plant("servoloop.virtual_bus.robot_plant:make_plant", servos, None)
+
+
+def test_virtual_bus_robot_powers_up_lying_at_rest():
+    # servos power up with torque off: the bus serves a robot already at rest where
+    # its joints let it fall, not one mid-fall (which would read a transient past its stops)
+    from servoloop.virtual_bus.spec import load_plant, robot_servos
+
+    servos, _ = robot_servos("quadruped")
+    plant = load_plant("servoloop.virtual_bus.robot_plant:make_plant", servos, "quadruped")
+    sim = plant.sim
+    # at rest: what is left is creep inside the friction's regularisation band
+    assert np.abs(sim.v).max() < 2 * sim.config.servo.sign_band
+    assert 0.0 < sim.q[2] < 0.1  # trunk down on the ground (standing height is ~0.23 m)
+    lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
+    assert np.all(sim.q[7:] > lo - 0.02) and np.all(sim.q[7:] < hi + 0.02)

@@ -1,0 +1,137 @@
+"""``servoloop virtual-bus``: emulated servos with physics behind a pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+__all__ = ["register", "run"]
+
+_EPILOG = """\
+examples:
+  servoloop virtual-bus --servos 1-12:XM430-W350 --baud 4000000
+  servoloop virtual-bus --robot humanoid --faults drop:id=3:p=0.05,unplug:at=30
+The first line of stdout is the pty path; the bus serves until SIGTERM/SIGINT.
+Faults: KIND[:KEY=VALUE...] joined by commas, KIND in drop, corrupt, delay,
+hwerror, vanish, powercycle, unplug; keys id=N|A-B|A+B, p=0..1, at=S, until=S,
+us=MICROSECONDS, bits=overload+overheat+voltage+encoder+electrical|INT, down=S, bytes=N.
+"""
+
+
+def register(sub) -> None:
+    """Add the ``virtual-bus`` subcommand to ``servoloop``'s subparsers."""
+    import argparse
+
+    p = sub.add_parser(
+        "virtual-bus",
+        help="emulate Dynamixel servos (with physics) on a pseudo-terminal",
+        description="Emulate Dynamixel servos with their control tables and physics behind a "
+                    "pseudo-terminal. Prints the pty path on the first line, then serves until "
+                    "SIGTERM/SIGINT.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--servos", metavar="SPEC",
+                       help='servos as IDS:MODEL items, e.g. "1-12:XM430-W350" or "1:AX-18A,2:AX-18A"')
+    which.add_argument("--robot", metavar="NAME",
+                       help="a built-in robot (bench, arm, quadruped, humanoid): its servo map, baud, protocol")
+    p.add_argument("--protocol", type=int, choices=(1, 2),
+                   help="protocol (default: the robot's, or the servos' control tables')")
+    p.add_argument("--baud", type=int, metavar="B",
+                   help="the servos' baud rate; they answer only a host at this rate "
+                        "(default: the robot's; with --servos: any rate)")
+    p.add_argument("--faults", metavar="SPEC", help="faults to inject (see below)")
+    p.add_argument("--wire-timing", action="store_true",
+                   help="delay replies by their wire time at the baud rate plus Return Delay Time")
+    p.add_argument("--realtime", action="store_true",
+                   help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
+                        "behind other processes; a warning and normal scheduling otherwise")
+    p.add_argument("--return-delay", type=int, metavar="RAW",
+                   help="Return Delay Time register (2 us units) of every servo; default: factory (250)")
+    p.add_argument("--actuator", metavar="SPEC",
+                   help='actuator parameters per servo, e.g. "1-3:kp=9.272:kd=0.3069:inertia=0.004" '
+                        "(fields: kp kd kc stall_torque inertia gravity_torque gravity_down_rad damping_off)")
+    p.add_argument("--plant", metavar="MODULE:FUNCTION",
+                   help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
+                        "; 'independent' = one independent load per servo (the default, except for a "
+                        "--robot whose config names its simulator under simulation.plant)")
+    p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
+    p.add_argument("--noise-ticks", type=float, default=0.25, metavar="STD",
+                   help="position measurement noise, standard deviation in encoder ticks (default 0.25)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop by itself after S seconds")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on exit (after the path line)")
+    p.set_defaults(func=run)
+
+
+def _error(msg: str) -> int:
+    print(f"servoloop virtual-bus: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _go_realtime(priority: int = 10) -> None:
+    import os
+
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as e:
+        print(f"servoloop virtual-bus: warning: SCHED_FIFO not permitted ({e}); "
+              "running with normal scheduling", file=sys.stderr)
+
+
+def run(args) -> int:
+    """Build the bus, print the pty path, serve; exit code 0, or 2 for bad input."""
+    from servoloop.virtual_bus.engine import BusEngine
+    from servoloop.virtual_bus.faults import FaultSpecError
+    from servoloop.virtual_bus.server import PtyServer
+    from servoloop.virtual_bus.spec import (
+        ServoSpecError,
+        load_plant,
+        parse_actuator_spec,
+        parse_servo_spec,
+        robot_plant,
+        robot_servos,
+    )
+
+    protocol, baud = args.protocol, args.baud
+    try:
+        if args.robot:
+            servos, bus = robot_servos(args.robot)
+            protocol = protocol or bus.get("protocol")
+            baud = baud or bus.get("baud")
+        else:
+            servos = parse_servo_spec(args.servos)
+        eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
+        actuators = parse_actuator_spec(args.actuator) if args.actuator else None
+        target = args.plant
+        if target is None and args.robot:
+            target = robot_plant(args.robot)  # the robot's own simulator, if it names one
+        if target == "independent":
+            target = None
+        plant = load_plant(target, servos, args.robot) if target else None
+        engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
+                           seed=args.seed, eeprom=eeprom, actuators=actuators,
+                           noise_ticks=args.noise_ticks)
+    except (ServoSpecError, FaultSpecError, ValueError, KeyError) as e:
+        return _error(e.args[0] if e.args else str(e))
+    if args.realtime:
+        _go_realtime()
+    server = PtyServer(engine, wire_timing=args.wire_timing)
+    # handlers first: a host may send SIGTERM the moment it has read the path
+    old = {s: signal.signal(s, server.stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    print(server.port, flush=True)
+    t0 = time.monotonic()
+    try:
+        server.serve(duration=args.duration)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if args.json:
+        summary = {
+            "port": server.port, "servos": [[sid, m] for sid, m in servos],
+            "protocol": engine.protocol, "baud": engine.bus_baud, "wire_timing": args.wire_timing,
+            "uptime_s": round(time.monotonic() - t0, 3), **engine.stats, **engine.faults.counts,
+            "faults_fired": engine.faults.fired,
+        }
+        print(json.dumps(summary), flush=True)
+    return 0

@@ -1,0 +1,157 @@
+"""Which servos a virtual bus emulates: ``--servos SPEC``, ``--robot NAME`` or Python objects."""
+
+from __future__ import annotations
+
+from servoloop.firmware_bridge.control_table import get_table
+from servoloop.firmware_bridge.errors import UnknownModelError
+
+__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "robot_plant", "normalize_servos",
+           "parse_actuator_spec", "load_plant"]
+
+
+class ServoSpecError(ValueError):
+    """A servo list that cannot be used; the message names the item."""
+
+
+def _parse_ids(text: str, where: str) -> list[int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        a = int(lo)
+        b = int(hi) if sep else a
+    except ValueError:
+        raise ServoSpecError(f"{where}: ids must be N or A-B, got {text!r}") from None
+    if not (0 <= a <= b <= 252):
+        raise ServoSpecError(f"{where}: ids must lie in 0..252 with A <= B, got {text!r}")
+    return list(range(a, b + 1))
+
+
+def parse_servo_spec(spec: str) -> list[tuple[int, str]]:
+    """``"1-12:XM430-W350"`` or ``"1:AX-18A,2:AX-18A"`` -> [(id, model name), ...].
+
+    Raises :class:`ServoSpecError` naming the bad item (unknown model, bad or
+    repeated id).
+    """
+    out: list[tuple[int, str]] = []
+    for k, item in enumerate(spec.split(","), start=1):
+        item = item.strip()
+        where = f"--servos item {k} {item!r}"
+        ids, colon, model = item.partition(":")
+        if not colon or not model:
+            raise ServoSpecError(f"{where}: expected IDS:MODEL, e.g. 1-12:XM430-W350")
+        out.extend((i, model) for i in _parse_ids(ids.strip(), where))
+    return normalize_servos(out, source="--servos")
+
+
+def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
+    """Servo list and ``bus`` section of the built-in robot ``name`` (robots/NAME/NAME.yaml)."""
+    import yaml
+
+    from servoloop import robots
+
+    path = robots.config_path(name)
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        raise ServoSpecError(f"robot {name!r}: no config at {path}") from None
+    servos = doc.get("servos")
+    if not isinstance(servos, list) or not servos:
+        raise ServoSpecError(f"{path}: 'servos' must be a non-empty list of {{id, model, ...}}")
+    pairs = []
+    for k, s in enumerate(servos):
+        if not isinstance(s, dict) or "id" not in s or "model" not in s:
+            raise ServoSpecError(f"{path}: servos[{k}] needs 'id' and 'model', got {s!r}")
+        pairs.append((s["id"], s["model"]))
+    return normalize_servos(pairs, source=str(path)), dict(doc.get("bus") or {})
+
+
+def robot_plant(name: str) -> str | None:
+    """The ``simulation.plant`` factory (``MODULE:FUNCTION``) the robot's config names, or None.
+
+    The robot description says what simulates it (the legged robots name
+    the contact simulator); this package only imports the factory by name.
+    """
+    import yaml
+
+    from servoloop import robots
+
+    with open(robots.config_path(name)) as f:
+        doc = yaml.safe_load(f) or {}
+    sim = doc.get("simulation") or {}
+    plant = sim.get("plant") if isinstance(sim, dict) else None
+    if plant is not None and not isinstance(plant, str):
+        raise ServoSpecError(f"{robots.config_path(name)}: simulation.plant must be MODULE:FUNCTION")
+    return plant
+
+
+def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
+    """[(id, canonical model name)] from a SPEC string, a dict {id: model}, or a
+    sequence of (id, model) pairs / objects with ``id`` and ``model`` / dicts."""
+    if isinstance(servos, str):
+        return parse_servo_spec(servos)
+    if isinstance(servos, dict):
+        servos = list(servos.items())
+    out: list[tuple[int, str]] = []
+    seen: set[int] = set()
+    for k, s in enumerate(servos):
+        if isinstance(s, dict):
+            sid, model = s.get("id"), s.get("model")
+        elif hasattr(s, "id") and hasattr(s, "model"):
+            sid, model = s.id, s.model
+        else:
+            try:
+                sid, model = s
+            except (TypeError, ValueError):
+                raise ServoSpecError(f"{source}[{k}]: expected (id, model), got {s!r}") from None
+        if not isinstance(sid, int) or isinstance(sid, bool) or not 0 <= sid <= 252:
+            raise ServoSpecError(f"{source}[{k}]: id must be an integer 0..252, got {sid!r}")
+        if sid in seen:
+            raise ServoSpecError(f"{source}[{k}]: id {sid} given twice")
+        seen.add(sid)
+        try:
+            table = get_table(model)
+        except UnknownModelError as e:
+            raise ServoSpecError(f"{source}[{k}] (id {sid}): {e.args[0]}") from None
+        out.append((sid, table.name))
+    if not out:
+        raise ServoSpecError(f"{source}: no servos")
+    return out
+
+
+def parse_actuator_spec(spec: str) -> dict[int, dict[str, float]]:
+    """``"1-3:kp=9.272:kd=0.3069,4:inertia=0.01"`` -> {id: {field: value}} (ActuatorParams fields)."""
+    from servoloop.virtual_bus.actuator import ActuatorParams
+
+    fields = set(ActuatorParams.__dataclass_fields__)
+    out: dict[int, dict[str, float]] = {}
+    for k, item in enumerate(spec.split(","), start=1):
+        where = f"--actuator item {k} {item.strip()!r}"
+        ids, *pairs = item.strip().split(":")
+        if not pairs:
+            raise ServoSpecError(f"{where}: expected IDS:KEY=VALUE[:KEY=VALUE...]")
+        values = {}
+        for pair in pairs:
+            key, eq, value = pair.partition("=")
+            if key not in fields:
+                raise ServoSpecError(f"{where}: unknown field {key!r}; known: {', '.join(sorted(fields))}")
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise ServoSpecError(f"{where}: {key} must be a number, got {value!r}") from None
+        for i in _parse_ids(ids, where):
+            out.setdefault(i, {}).update(values)
+    return out
+
+
+def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None):
+    """Build a plant from ``"package.module:function"`` called with ``servos=`` and ``robot=``."""
+    import importlib
+
+    module, colon, func = target.partition(":")
+    if not colon or not module or not func:
+        raise ServoSpecError(f"--plant {target!r}: expected MODULE:FUNCTION")
+    try:
+        factory = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise ServoSpecError(f"--plant {target!r}: {e}") from None
+    return factory(servos=servos, robot=robot)
