@@ -1,11 +1,8 @@
 """One emulated servo: its control-table memory and how it reacts to reads and writes.
 
-Memory is the control table as bytes (little-endian, exactly what a real
-servo returns), initialised from the table's factory defaults.  Each servo
-also keeps an EEPROM image that survives REBOOT and power cycles; only
-FACTORY RESET restores it.  Servos of one model share one buffer
-(:class:`ServoBank`) so the present-state registers of all of them are
-written with a few NumPy operations per model.
+The memory layout per model is :mod:`.memory`.  Each servo also keeps an
+EEPROM image that survives REBOOT and power cycles; only FACTORY RESET
+restores it.
 
 Behaviour copied from real servos (FIELD-NOTES a5-a7, the e-Manual):
 EEPROM writes refused while torque is on (Access Error; Protocol 1.0: Range
@@ -20,151 +17,18 @@ the goal at the present position.
 
 from __future__ import annotations
 
-import numpy as np
-
 from servoloop.firmware_bridge.units import encode_raw
+from servoloop.virtual_bus.memory import (
+    ERR,
+    PLANT_MODE,
+    POSITION_MODES,
+    TableInfo,
+    decode,
+    decode_bytes,
+    put,
+)
 
-__all__ = ["TableInfo", "VirtualServo", "ServoBank", "ERR", "series_of", "table_info"]
-
-
-class ERR:
-    """Protocol-independent error kinds; :class:`TableInfo` maps them to the wire."""
-
-    OK = 0
-    RESULT_FAIL = 1
-    INSTRUCTION = 2
-    CRC = 3
-    RANGE = 4
-    LENGTH = 5
-    LIMIT = 6
-    ACCESS = 7
-    ANGLE_LIMIT = 8
-
-
-# Protocol 2.0 error numbers (bit 7 = alert) and Protocol 1.0 error bits.
-_P2_CODES = {ERR.RESULT_FAIL: 0x01, ERR.INSTRUCTION: 0x02, ERR.CRC: 0x03, ERR.RANGE: 0x04,
-             ERR.LENGTH: 0x05, ERR.LIMIT: 0x06, ERR.ACCESS: 0x07, ERR.ANGLE_LIMIT: 0x06}
-_P1_CODES = {ERR.RESULT_FAIL: 0x08, ERR.INSTRUCTION: 0x40, ERR.CRC: 0x10, ERR.RANGE: 0x08,
-             ERR.LENGTH: 0x08, ERR.LIMIT: 0x08, ERR.ACCESS: 0x08, ERR.ANGLE_LIMIT: 0x02}
-
-# Firmware versions we report: X >= 45 has Fast Sync/Bulk Read (FIELD-NOTES a9).
-_FIRMWARE = {"X": 48, "MX2": 46, "MX1": 41, "AX": 44}
-
-# Registers whose writes change what the actuator does.
-_ACTUATION = ("torque_enable", "goal_position", "operating_mode", "homing_offset", "drive_mode",
-              "position_p_gain", "cw_compliance_slope", "ccw_compliance_slope", "torque_limit",
-              "goal_current", "current_limit", "pwm_limit", "cw_angle_limit", "ccw_angle_limit",
-              "goal_velocity", "goal_pwm", "velocity_limit", "moving_speed",
-              "max_position_limit", "min_position_limit")
-
-# goal register -> limit register (|goal| <= limit), Protocol 2.0 Data Limit Error.
-_LIMITS = {"goal_current": "current_limit", "goal_velocity": "velocity_limit", "goal_pwm": "pwm_limit"}
-
-POSITION_MODES = (3, 4, 5)
-# Operating Mode -> plant mode (0 position, 1 velocity, 2 torque); AX wheel mode is 1
-_PLANT_MODE = {0: 2, 1: 1, 3: 0, 4: 0, 5: 0, 16: 2}
-
-
-def series_of(table) -> str:
-    """'X', 'MX2', 'MX1' or 'AX' from a control table's name and protocol."""
-    name = table.name.upper()
-    if name.startswith("AX"):
-        return "AX"
-    if name.startswith("MX"):
-        return "MX2" if table.protocol == 2 else "MX1"
-    return "X"
-
-
-class TableInfo:
-    """Everything about one model the emulator precomputes from its control table."""
-
-    def __init__(self, table):
-        self.table = table
-        self.name = table.name
-        self.protocol = table.protocol
-        self.series = series_of(table)
-        self.size = table.size
-        self.codes = _P2_CODES if table.protocol == 2 else _P1_CODES
-        self.firmware = _FIRMWARE[self.series]
-        self.fast_read = self.series == "X"
-        self.reboot = self.series != "AX"
-        self.bulk_read = self.series != "AX"
-        regs = table.registers
-        self.reg = regs
-        self.owner: list = [None] * self.size
-        self.eeprom_mask = bytearray(self.size)
-        self.hot = bytearray(self.size)
-        for r in regs.values():
-            for a in range(r.address, r.address + r.size):
-                self.owner[a] = r
-                if r.eeprom:
-                    self.eeprom_mask[a] = 1
-                if r.name in _ACTUATION:
-                    self.hot[a] = 1
-        self.defaults = bytearray(self.size)
-        for r in regs.values():
-            value = r.default
-            if r.name == "model_number":
-                value = table.model_number
-            elif r.name == "firmware_version":
-                value = self.firmware
-            if value is None:
-                continue
-            self.defaults[r.address:r.address + r.size] = encode_raw(r, int(value)).to_bytes(r.size, "little")
-        self.eeprom_end = max((r.address + r.size for r in regs.values() if r.eeprom), default=0)
-
-        def addr(name):
-            return regs[name].address if name in regs else None
-
-        self.a_id, self.a_baud = addr("id"), addr("baud_rate")
-        self.a_rdt, self.a_srl = addr("return_delay_time"), addr("status_return_level")
-        self.a_torque, self.a_hw = addr("torque_enable"), addr("hardware_error_status")
-        self.a_shutdown, self.a_regd = addr("shutdown"), addr("registered_instruction")
-        self.goal = regs["goal_position"]
-        self.goal_signed = self.goal.encoding == "s"
-        self.kt = table.torque_constant_nm_per_a or 1.0
-        self.stall = table.stall_torque_nm or 1.0
-        p = regs.get("position_p_gain")
-        self.p_default = float(p.default) if p is not None and p.default else None
-        self.limits = {g: regs[lim] for g, lim in _LIMITS.items() if g in regs and lim in regs}
-        # present input voltage: 12 V where the supply range allows it (XL330: 5 V)
-        lo, hi = regs["min_voltage_limit"].default, regs["max_voltage_limit"].default
-        vscale = regs["min_voltage_limit"].scale
-        lo_v, hi_v = lo * vscale, hi * vscale
-        self.voltage_v = 12.0 if lo_v <= 12.0 <= hi_v else 5.0 if lo_v <= 5.0 <= hi_v else (lo_v + hi_v) / 2
-        self.temperature_c = 32.0
-
-
-_INFO_CACHE: dict[str, TableInfo] = {}
-
-
-def table_info(table) -> TableInfo:
-    """The (cached) :class:`TableInfo` of a control table."""
-    info = _INFO_CACHE.get(table.name)
-    if info is None or info.table is not table:
-        info = _INFO_CACHE[table.name] = TableInfo(table)
-    return info
-
-
-def _decode(reg, mem) -> int:
-    a = reg.address
-    wire = int.from_bytes(mem[a:a + reg.size], "little")
-    if reg.encoding == "s":
-        bits = 8 * reg.size
-        return wire - (1 << bits) if wire >> (bits - 1) else wire
-    if reg.encoding == "sm":
-        return -(wire & 1023) if wire & 1024 else wire & 1023
-    return wire
-
-
-def _put(reg, mem, raw: int) -> None:
-    lo = reg.min_raw if reg.min_raw is not None else None
-    if lo is not None and raw < lo:
-        raw = lo
-    if reg.max_raw is not None and raw > reg.max_raw:
-        raw = reg.max_raw
-    a = reg.address
-    mem[a:a + reg.size] = encode_raw(reg, raw).to_bytes(reg.size, "little")
+__all__ = ["VirtualServo", "ERR", "POSITION_MODES"]
 
 
 class VirtualServo:
@@ -275,19 +139,19 @@ class VirtualServo:
         for ram, eeprom in (("torque_limit", "max_torque"), ("goal_current", "current_limit"),
                             ("goal_pwm", "pwm_limit")):
             if ram in reg and eeprom in reg:
-                _put(reg[ram], mem, _decode(reg[eeprom], mem))
+                put(reg[ram], mem, decode(reg[eeprom], mem))
         if "present_input_voltage" in reg:
             r = reg["present_input_voltage"]
-            _put(r, mem, int(round(info.voltage_v / r.scale)))
+            put(r, mem, int(round(info.voltage_v / r.scale)))
         if "present_temperature" in reg:
             r = reg["present_temperature"]
-            _put(r, mem, int(round(info.temperature_c / r.scale)))
+            put(r, mem, int(round(info.temperature_c / r.scale)))
         self._refresh_static()
         # goal := present position, so a fresh servo holds where it is when torque comes on
         q = float(self.bus.position[self.index])
         goal = info.goal
         raw = int(round(self.sign * q / goal.scale + goal.zero_raw + self.homing))
-        _put(goal, mem, raw)
+        put(goal, mem, raw)
         if "startup_configuration" in reg and mem[reg["startup_configuration"].address] & 1:
             mem[info.a_torque] = 1            # X "Startup Torque On": boots holding its position
         self.refresh_actuation()
@@ -375,11 +239,11 @@ class VirtualServo:
         buf = bytearray(self.mem[start:stop])
         lo, hi = max(start, address), min(stop, address + len(data))
         buf[lo - start:hi - start] = data[lo - address:hi - address]
-        raw = _decode_bytes(r, buf)
+        raw = decode_bytes(r, buf)
         if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
             return ERR.RANGE
         info = self.info
-        if r.name in info.limits and abs(raw) > _decode(info.limits[r.name], self.mem):
+        if r.name in info.limits and abs(raw) > decode(info.limits[r.name], self.mem):
             return ERR.LIMIT
         if r is info.goal:
             return self._check_goal_limits(raw)
@@ -413,11 +277,11 @@ class VirtualServo:
     def _write_command(self, data) -> int:
         """The hot path in current / velocity / PWM mode: the live goal register."""
         r = self._cmd_reg
-        raw = _decode_bytes(r, data)
+        raw = decode_bytes(r, data)
         if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
             return ERR.RANGE
         lim = self.info.limits.get(r.name)
-        if lim is not None and abs(raw) > _decode(lim, self.mem):
+        if lim is not None and abs(raw) > decode(lim, self.mem):
             return ERR.LIMIT
         a = r.address
         self.mem[a:a + r.size] = data
@@ -431,14 +295,14 @@ class VirtualServo:
         info, mem, reg = self.info, self.mem, self.info.reg
         self.mode = mem[reg["operating_mode"].address] if "operating_mode" in reg else 3
         self.sign = -1.0 if ("drive_mode" in reg and mem[reg["drive_mode"].address] & 1) else 1.0
-        self.homing = float(_decode(reg["homing_offset"], mem)) if "homing_offset" in reg else 0.0
+        self.homing = float(decode(reg["homing_offset"], mem)) if "homing_offset" in reg else 0.0
         self.position_limits = None
         self.angle_limits = None
         if info.protocol == 2 and self.mode == 3 and "max_position_limit" in reg:
-            self.position_limits = (_decode(reg["min_position_limit"], mem),
-                                    _decode(reg["max_position_limit"], mem))
+            self.position_limits = (decode(reg["min_position_limit"], mem),
+                                    decode(reg["max_position_limit"], mem))
         if "cw_angle_limit" in reg:
-            cw, ccw = _decode(reg["cw_angle_limit"], mem), _decode(reg["ccw_angle_limit"], mem)
+            cw, ccw = decode(reg["cw_angle_limit"], mem), decode(reg["ccw_angle_limit"], mem)
             if cw or ccw:                        # both 0 = wheel mode, no position control
                 self.angle_limits = (cw, ccw)
                 self.mode = 3
@@ -463,7 +327,7 @@ class VirtualServo:
         if r is None:
             return 0.0
         self._cmd_scale = self.sign * r.scale * k
-        return _decode(r, mem) * self._cmd_scale
+        return decode(r, mem) * self._cmd_scale
 
     def refresh_actuation(self) -> None:
         """Push goal, torque, gain scale and torque limit of this servo to the bus arrays."""
@@ -471,30 +335,30 @@ class VirtualServo:
         info, mem, reg = self.info, self.mem, self.info.reg
         bus, i = self.bus, self.index
         goal = info.goal
-        bus.goal_rad[i] = self.sign * ((_decode(goal, mem) - goal.zero_raw - self.homing) * goal.scale)
-        plant_mode = _PLANT_MODE.get(self.mode)
+        bus.goal_rad[i] = self.sign * ((decode(goal, mem) - goal.zero_raw - self.homing) * goal.scale)
+        plant_mode = PLANT_MODE.get(self.mode)
         bus.torque_on[i] = bool(mem[info.a_torque]) and plant_mode is not None
         bus.mode[i] = plant_mode or 0
         bus.command[i] = self._command(plant_mode)
         scale = 1.0
         if info.p_default:
-            scale = _decode(reg["position_p_gain"], mem) / info.p_default
+            scale = decode(reg["position_p_gain"], mem) / info.p_default
         elif "cw_compliance_slope" in reg:
             slope = 0.5 * (mem[reg["cw_compliance_slope"].address] + mem[reg["ccw_compliance_slope"].address])
             scale = 32.0 / max(slope, 1.0)      # AX: a larger slope is a softer servo
         limit = info.stall
         if "torque_limit" in reg:
             r = reg["torque_limit"]
-            limit *= min(1.0, _decode(r, mem) * r.scale)
+            limit *= min(1.0, decode(r, mem) * r.scale)
         elif "pwm_limit" in reg:
             r = reg["pwm_limit"]
-            limit *= min(1.0, _decode(r, mem) * r.scale)
+            limit *= min(1.0, decode(r, mem) * r.scale)
         if self.mode in (0, 5) and "current_limit" in reg:
             r = reg["current_limit"]
-            limit = min(limit, _decode(r, mem) * r.scale * info.kt)
+            limit = min(limit, decode(r, mem) * r.scale * info.kt)
         if self.mode == 5 and "goal_current" in reg:
             r = reg["goal_current"]
-            limit = min(limit, abs(_decode(r, mem)) * r.scale * info.kt)
+            limit = min(limit, abs(decode(r, mem)) * r.scale * info.kt)
         bank = self.bank
         if bank is not None:
             bank.sign[self.bank_k], bank.homing[self.bank_k] = self.sign, self.homing
@@ -502,115 +366,3 @@ class VirtualServo:
         bus.torque_limit[i] = limit
         bus._actuation_changed()
         bus._present_dirty = True         # direction and homing offset change what is reported
-
-
-def _decode_bytes(reg, buf) -> int:
-    wire = int.from_bytes(buf, "little")
-    if reg.encoding == "s":
-        bits = 8 * reg.size
-        return wire - (1 << bits) if wire >> (bits - 1) else wire
-    if reg.encoding == "sm":
-        return -(wire & 1023) if wire & 1024 else wire & 1023
-    return wire
-
-
-_VIEW_DTYPES = {(2, "u"): "<u2", (2, "sm"): "<u2", (2, "s"): "<i2", (4, "u"): "<u4", (4, "s"): "<i4"}
-
-
-class ServoBank:
-    """The servos of one model: one shared buffer, vectorised present-state writes.
-
-    Parameters
-    ----------
-    info : TableInfo
-    n : int
-        Number of servos of this model.
-    """
-
-    def __init__(self, info: TableInfo, n: int):
-        self.info = info
-        self.n = n
-        self.buf = bytearray(n * info.size)
-        self.arr = np.frombuffer(self.buf, dtype=np.uint8).reshape(n, info.size)
-        self.servos: list[VirtualServo] = []
-        self.index = np.zeros(n, dtype=np.intp)
-        self.sign = np.ones(n)
-        self.homing = np.zeros(n)
-        reg = info.reg
-        self._views = {}
-        for name in ("present_position", "present_velocity", "present_current", "present_load",
-                     "present_pwm", "moving", "realtime_tick", "position_trajectory"):
-            if name in reg:
-                self._views[name] = (reg[name], self._view(reg[name]))
-        self._goal_view = self._view(info.goal)
-        mt = reg.get("moving_threshold")
-        self.moving_threshold = (mt.default or 0) * mt.scale if mt is not None else 0.02
-
-    def memory(self, k: int) -> memoryview:
-        s = self.info.size
-        return memoryview(self.buf)[k * s:(k + 1) * s]
-
-    def _view(self, r):
-        col = self.arr[:, r.address:r.address + r.size]
-        if r.size == 1:
-            return col[:, 0]
-        return col.view(_VIEW_DTYPES[(r.size, r.encoding)])[:, 0]
-
-    def add(self, servo: VirtualServo, k: int) -> None:
-        self.servos.append(servo)
-        self.index[k] = servo.index
-        servo.bank, servo.bank_k = self, k
-        self.sign[k], self.homing[k] = servo.sign, servo.homing
-
-    def write_present(self, position, velocity, torque, time_s: float, noise_ticks) -> None:
-        """Write present position/velocity/current|load/pwm/moving/tick of every servo.
-
-        Parameters
-        ----------
-        position, velocity, torque : (n_bus,) float64
-            Joint state of the whole bus (rad, rad/s, N*m), indexed by ``self.index``.
-        time_s : float
-            Simulated time, s (Realtime Tick).
-        noise_ticks : (n,) float64 or None
-            Measurement noise added to the position, in encoder ticks.
-        """
-        idx, sign = self.index, self.sign
-        info = self.info
-        for name, (r, view) in self._views.items():
-            if name == "present_position":
-                x = sign * position[idx] / r.scale + self.homing
-                if noise_ticks is not None:
-                    x = x + noise_ticks
-                raw = np.rint(x) + r.zero_raw
-                if r.encoding == "u" and info.goal.max_raw is not None:
-                    # AX: the pot reads 0..1023 and no further
-                    raw = np.minimum(np.maximum(raw, info.goal.min_raw or 0), info.goal.max_raw)
-            elif name == "present_velocity":
-                raw = np.rint(sign * velocity[idx] / r.scale)
-            elif name == "present_current":
-                raw = np.rint(sign * torque[idx] / (info.kt * r.scale))
-            elif name in ("present_load", "present_pwm"):
-                raw = np.rint(np.minimum(np.maximum(sign * torque[idx] / info.stall, -1.0), 1.0) / r.scale)
-            elif name == "moving":
-                view[:] = np.abs(velocity[idx]) > self.moving_threshold
-                continue
-            elif name == "realtime_tick":
-                view[:] = int(time_s * 1000.0) % 32768
-                continue
-            else:  # position_trajectory: no profile, the trajectory is the goal
-                view[:] = self._goal_view
-                continue
-            self._store(r, view, raw)
-
-    @staticmethod
-    def _store(r, view, raw) -> None:
-        bits = 8 * r.size
-        if r.encoding == "sm":
-            raw = np.clip(raw, -1023, 1023).astype(np.int64)
-            view[:] = np.where(raw < 0, (-raw) | 1024, raw)
-        elif r.encoding == "s":
-            view[:] = np.minimum(np.maximum(raw, -(1 << (bits - 1))), (1 << (bits - 1)) - 1)
-        else:
-            lo = r.min_raw if r.min_raw is not None else 0
-            hi = r.max_raw if r.max_raw is not None else (1 << bits) - 1
-            view[:] = np.minimum(np.maximum(raw, lo), hi)

@@ -42,27 +42,24 @@ def parse_servo_spec(spec: str) -> list[tuple[int, str]]:
     return normalize_servos(out, source="--servos")
 
 
-def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
-    """Servo list and ``bus`` section of the built-in robot ``name`` (robots/NAME/NAME.yaml)."""
-    import yaml
+def _robot_config(name: str):
+    """The built-in robot's config through the daemon's typed loader (unknown keys are errors)."""
+    from servoloop.controller.config import builtin_config
+    from servoloop.controller.errors import ConfigError
 
-    from servoloop import robots
-
-    path = robots.config_path(name)
     try:
-        with open(path) as f:
-            doc = yaml.safe_load(f) or {}
-    except FileNotFoundError:
-        raise ServoSpecError(f"robot {name!r}: no config at {path}") from None
-    servos = doc.get("servos")
-    if not isinstance(servos, list) or not servos:
-        raise ServoSpecError(f"{path}: 'servos' must be a non-empty list of {{id, model, ...}}")
-    pairs = []
-    for k, s in enumerate(servos):
-        if not isinstance(s, dict) or "id" not in s or "model" not in s:
-            raise ServoSpecError(f"{path}: servos[{k}] needs 'id' and 'model', got {s!r}")
-        pairs.append((s["id"], s["model"]))
-    return normalize_servos(pairs, source=str(path)), dict(doc.get("bus") or {})
+        return builtin_config(name)
+    except ConfigError as e:
+        raise ServoSpecError(f"robot {name!r}: {e}") from None
+
+
+def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
+    """Servo list and ``bus`` section (as a dict) of the built-in robot ``name``."""
+    import dataclasses
+
+    cfg = _robot_config(name)
+    pairs = [(s.id, s.model) for s in cfg.servos]
+    return normalize_servos(pairs, source=cfg.source or name), dataclasses.asdict(cfg.bus)
 
 
 def robot_plant(name: str) -> str | None:
@@ -71,17 +68,7 @@ def robot_plant(name: str) -> str | None:
     The robot description says what simulates it (the legged robots name
     the contact simulator); this package only imports the factory by name.
     """
-    import yaml
-
-    from servoloop import robots
-
-    with open(robots.config_path(name)) as f:
-        doc = yaml.safe_load(f) or {}
-    sim = doc.get("simulation") or {}
-    plant = sim.get("plant") if isinstance(sim, dict) else None
-    if plant is not None and not isinstance(plant, str):
-        raise ServoSpecError(f"{robots.config_path(name)}: simulation.plant must be MODULE:FUNCTION")
-    return plant
+    return _robot_config(name).simulation.plant
 
 
 def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
