@@ -1,0 +1,173 @@
+"""The bus's hot path: one preallocated sync read and one sync write per tick.
+
+:class:`SyncReader` and :class:`SyncWriter` are made by
+:meth:`Bus.sync_reader <firmware_bridge.bus.Bus.sync_reader>` and
+:meth:`Bus.sync_writer <firmware_bridge.bus.Bus.sync_writer>`; they encode
+once, then read and write the descriptor from Cython with the GIL released.
+A failed read sets the failed servos' values to NaN and raises one error
+naming every failed servo: never a plausible number.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from servoloop.firmware_bridge import _busio, _codec
+from servoloop.firmware_bridge.errors import BridgeError, HardwareErrorStatus, PortError
+
+if TYPE_CHECKING:
+    from servoloop.firmware_bridge.bus import Bus
+
+__all__ = ["SyncReader", "SyncWriter", "raise_group"]
+
+_ENC = {"u": 0, "s": 1, "sm": 2}   # register encodings as _busio numbers them
+
+
+def raise_group(failures: dict[int, BridgeError], values_note=None):
+    """Raise the first failure's exception, carrying every failed id."""
+    ids = sorted(failures)
+    first = failures[ids[0]]
+    msg = (f"group read failed for servo ids {ids}: " +
+           "; ".join(f"{i}: {failures[i]}" for i in ids))
+    exc = _copy_with_message(first, msg)
+    exc.failed_ids = tuple(ids)
+    exc.failures = dict(failures)
+    raise exc
+
+
+def _copy_with_message(exc: BridgeError, msg: str) -> BridgeError:
+    new = exc.__class__.__new__(exc.__class__)
+    new.__dict__.update(exc.__dict__)
+    new.args = (msg,)
+    return new
+
+
+class SyncReader:
+    """One preallocated group read; ``values[name]`` are float64 (n,) SI arrays, in place.
+
+    Protocol 2.0: one SYNC READ of the contiguous block covering every
+    register, or with ``fast=True`` one FAST SYNC READ (0x8A: a single reply
+    packet that every servo extends; X firmware v45+, XL330 v46+, not MX) --
+    one missing servo then fails them all.  Protocol 1.0: one READ per servo
+    behind the same API (AX has no sync read).  Mixed models share one packet
+    when the registers sit at the same addresses; each servo's values are
+    converted with its own model's scale (XM430 vs XL330 current, say).
+    """
+
+    def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
+        bus._require_open()
+        if fast and bus.protocol != 2:
+            raise ValueError("fast sync read needs Protocol 2.0 (X firmware v45+, not MX)")
+        if not ids:
+            raise ValueError("sync reader needs at least one servo")
+        self.bus = bus
+        self.names = list(names)
+        self.ids = list(ids)
+        regs0 = [bus.register(ids[0], n) for n in names]
+        per_slot = [[bus.register(sid, n) for sid in ids] for n in names]
+        for n, r0, regs in zip(names, regs0, per_slot, strict=True):
+            for sid, r in zip(ids, regs, strict=True):
+                # one packet for every servo: the bytes must sit at the same place;
+                # scale and zero may differ (mixed models, e.g. XM430 and XL330 current)
+                if (r.address, r.size, r.encoding) != (r0.address, r0.size, r0.encoding):
+                    raise ValueError(f"register {n} is at a different address/size/encoding on "
+                                     f"servo {ids[0]} ({bus.table(ids[0]).name}) and servo {sid} "
+                                     f"({bus.table(sid).name}); use one reader per model")
+        start = min(r.address for r in regs0)
+        end = max(r.address + r.size for r in regs0)
+        self.address, self.length = start, end - start
+        self.registers = dict(zip(names, regs0, strict=True))
+        fields = [(r0.address - start, r0.size, _ENC[r0.encoding], [r.zero_raw for r in regs],
+                   [r.scale for r in regs]) for r0, regs in zip(regs0, per_slot, strict=True)]
+        reply = (11 if bus.protocol == 2 else 6) + self.length
+        if bus.protocol == 2:
+            build = _codec.fast_sync_read if fast else _codec.sync_read
+            tx = build(start, self.length, ids)
+            t = bus._timeout(len(tx), len(ids) * reply, len(ids), ids)
+            splits = [(0, len(tx), 0, len(ids), t)]
+        else:
+            parts, splits, off = [], [], 0
+            for i, sid in enumerate(ids):
+                p = _codec.read(1, sid, start, self.length)
+                parts.append(p)
+                splits.append((off, len(p), i, 1, bus._timeout(len(p), reply, 1, [sid])))
+                off += len(p)
+            tx = b"".join(parts)
+        self.timeout_s = sum(s[4] for s in splits)
+        self.fast = fast
+        self._io = _busio.GroupIO(bus.fd, bus.protocol, ids, tx, splits, self.length, fields,
+                                  bus.on_after_write, bus._dirty, fast)
+        self._io.set_slots(ids)
+        bus._ok_sources.append((self.ids, self._io.ok_counts))
+        out = self._io.out
+        self.values: dict[str, np.ndarray] = {n: out[k] for k, n in enumerate(names)}
+        self.alert_ids: tuple[int, ...] = ()
+
+    def read(self) -> None:
+        """One group read.  On failure raises (first failed servo's error class,
+        ``failed_ids`` on it) and leaves NaN in the failed servos' entries."""
+        if self._io.read():
+            self._fail()
+
+    def _fail(self) -> None:
+        bus = self.bus
+        if self._io.port_error:
+            raise PortError(f"{bus.port}: the port failed during a sync read (unplugged?)")
+        codes, errs, counts = self._io.codes, self._io.errors, self._io.counts
+        failures: dict[int, BridgeError] = {}
+        for i, sid in enumerate(self.ids):
+            if codes[i] == _busio.SLOT_OK and errs[i] == 0 and counts[i] == self.length:
+                continue  # counted as good by the compiled reader already
+            reply = (int(codes[i]), int(errs[i]), b"\0" * int(counts[i]))
+            try:
+                bus._check_reply(sid, reply, self.timeout_s, self.length, "sync read")
+            except BridgeError as exc:
+                # no traceback: a kept error must not keep this tick's frames alive
+                failures[sid] = exc.with_traceback(None)
+        self.alert_ids = tuple(s for s, e in failures.items() if isinstance(e, HardwareErrorStatus))
+        if failures:
+            raise_group(failures)
+
+
+class SyncWriter:
+    """One preallocated SYNC WRITE of one register; ``write(values)`` takes SI, float64 (n,).
+
+    Servos of different models share the packet when the register sits at
+    the same address; each value is converted with its own model's scale.
+    """
+
+    def __init__(self, bus: Bus, name: str, ids: list[int]):
+        bus._require_open()
+        reg = bus.register(ids[0], name)
+        regs = [bus.register(sid, name) for sid in ids]
+        for sid, r in zip(ids, regs, strict=True):
+            if (r.address, r.size, r.encoding) != (reg.address, reg.size, reg.encoding):
+                raise ValueError(f"register {name} is at a different address/size/encoding on "
+                                 f"servo {ids[0]} and servo {sid}; use one writer per model")
+        if not reg.writable:
+            raise ValueError(f"register {name} is read-only")
+        self.bus, self.name, self.ids, self.register = bus, name, list(ids), reg
+        n_bytes = (8 if bus.protocol == 1 else 14) + len(ids) * (1 + reg.size)
+        self._io = _busio.GroupWriteIO(bus.fd, bus.protocol, ids, reg.address, reg.size,
+                                       _ENC[reg.encoding], [r.zero_raw for r in regs],
+                                       [r.scale for r in regs],
+                                       bus._timeout(n_bytes, 0, 0), bus.on_after_write)
+
+    @property
+    def last_raw(self) -> np.ndarray:
+        """Raw integers of the last write, int64 (n,)."""
+        return self._io.last_raw
+
+    def write(self, values) -> None:
+        """Send one sync write of SI values, float64 (n,); ValueError on NaN/out of range."""
+        if not (type(values) is np.ndarray and values.dtype == np.float64
+                and values.flags.c_contiguous):
+            values = np.ascontiguousarray(values, dtype=np.float64)
+        try:
+            rc = self._io.write(values)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc} (servo ids {self.ids})") from None
+        if rc != 0:
+            raise PortError(f"{self.bus.port}: sync write of {self.name} failed (port closed?)")
