@@ -21,7 +21,8 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 # Order sets the order in ``servoloop --help``.
 COMMAND_MODULES = (
     "servoloop.controller.commands",       # run, status, stop, log
-    "servoloop.firmware_bridge.cli",       # scan, virtual-bus
+    "servoloop.firmware_bridge.cli",       # scan
+    "servoloop.virtual_bus.cli",           # virtual-bus
     "servoloop.calibration.cli",           # calibrate
     "servoloop.bench.cli",                 # bench
 )
