@@ -7,7 +7,14 @@
 - :class:`InProcessVirtualBus`: the engine in the caller's process, driven
   by simulated time, for bit-reproducible lockstep runs.
 - :class:`Plant` / :class:`IndependentServosPlant`: the physics interface
-  and its one-load-per-servo implementation (seed 000's actuator model).
+  and its one-load-per-servo implementation (seed 000's actuator model);
+  :mod:`.robot_plant`: the contact simulator behind the bus.
+
+Codec: the emulator frames packets with its own code (:mod:`.protocol2`,
+:mod:`.protocol1`) and builds replies from :mod:`firmware_bridge.protocol`,
+the pure-Python reference codec, never from the compiled ``_codec`` /
+``_busio`` the bus uses.  Every HIL test therefore checks the compiled wire
+path against an independent implementation, on purpose.
 """
 
 from servoloop.virtual_bus.actuator import AX18A_REFERENCE, ActuatorParams, default_actuator
