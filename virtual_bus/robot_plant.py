@@ -14,8 +14,6 @@ direction 1; other offsets belong to the daemon's joint<->servo mapping).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from servoloop.core_cy.dynamics._dynamics import Model
@@ -67,15 +65,11 @@ class RobotPlant:
 
         pose : dict joint -> rad, default the config's controller pose (or zeros).
         """
-        import yaml
+        from servoloop.virtual_bus.spec import robot_config
 
-        from servoloop.robots import config_path
-
-        cfg_file = config_path(name)
-        with open(cfg_file) as f:
-            cfg = yaml.safe_load(f)
-        urdf = Path(cfg_file).parent / cfg["model"]["urdf"]
-        floating = bool(cfg["model"].get("floating_base", False))
+        cfg = robot_config(name)          # the typed loader: unknown keys are errors
+        urdf = cfg.urdf_path()
+        floating = cfg.model.floating_base
         model = Model.from_urdf(str(urdf), floating_base=floating)
         try:
             points = contact_points_from_urdf(urdf, floating_base=floating)
@@ -84,9 +78,9 @@ class RobotPlant:
         if name in TRUNK_BOXES and floating:
             points = ContactPoints.concat([points, box_corners(0, TRUNK_BOXES[name], name="trunk")])
         sim = Simulator(model, points, config or SimConfig())
-        joints = [s["joint"] for s in cfg["servos"]]
+        joints = [s.joint for s in cfg.servos]
         if pose is None:
-            pose = (cfg.get("controller") or {}).get("params", {}).get("pose", {}) or {}
+            pose = cfg.controller.params.get("pose", {}) or {}
         plant = cls(sim, joints)
         q = np.zeros(sim.n_joints)
         for j, val in pose.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from servoloop.firmware_bridge.control_table import get_table
 from servoloop.firmware_bridge.errors import UnknownModelError
 
-__all__ = ["ServoSpecError", "parse_servo_spec", "robot_servos", "robot_plant", "normalize_servos",
+__all__ = ["ServoSpecError", "parse_servo_spec", "robot_config", "robot_servos", "robot_plant", "normalize_servos",
            "parse_actuator_spec", "load_plant"]
 
 
@@ -42,7 +42,7 @@ def parse_servo_spec(spec: str) -> list[tuple[int, str]]:
     return normalize_servos(out, source="--servos")
 
 
-def _robot_config(name: str):
+def robot_config(name: str):
     """The built-in robot's config through the daemon's typed loader (unknown keys are errors)."""
     from servoloop.controller.config import builtin_config
     from servoloop.controller.errors import ConfigError
@@ -57,7 +57,7 @@ def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
     """Servo list and ``bus`` section (as a dict) of the built-in robot ``name``."""
     import dataclasses
 
-    cfg = _robot_config(name)
+    cfg = robot_config(name)
     pairs = [(s.id, s.model) for s in cfg.servos]
     return normalize_servos(pairs, source=cfg.source or name), dataclasses.asdict(cfg.bus)
 
@@ -68,7 +68,7 @@ def robot_plant(name: str) -> str | None:
     The robot description says what simulates it (the legged robots name
     the contact simulator); this package only imports the factory by name.
     """
-    return _robot_config(name).simulation.plant
+    return robot_config(name).simulation.plant
 
 
 def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
