@@ -245,14 +245,16 @@ class BusEngine:
             return []
         return self.reply(servo, ERR.INSTRUCTION, level=2)
 
-    def reply(self, servo: VirtualServo, err: int, data: bytes = b"", level: int = 2) -> list:
+    def reply(self, servo: VirtualServo, err: int, data: bytes = b"", level: int = 2,
+              reply_id: int | None = None) -> list:
         """One servo's status packet as a reply list (empty if its Status Return Level says no).
 
         ``level``: 0 ping (always answered), 1 read, 2 anything else.
+        ``reply_id``: the ID in the status packet (default the servo's ID now).
         """
         if level and servo.status_return_level < level:
             return []
-        pkt = self.status_packet(servo, err, data)
+        pkt = self.status_packet(servo, err, data, reply_id)
         extra = 0.0
         if self.reply_faults:
             pkt, extra = self.faults.filter_reply(servo.bus_id0, self.time_s, pkt)
@@ -295,7 +297,9 @@ class BusEngine:
         for s in self.targets(sid):
             err = s.write(address, data)
             if sid != BROADCAST:
-                out += self.reply(s, err)
+                # a write to the ID register is answered from the ID it was addressed to,
+                # as real servos do (DynamixelSDK and LeRobot reject any other ID)
+                out += self.reply(s, err, reply_id=sid)
         return out
 
     def do_read(self, sid: int, address: int, length: int) -> list:

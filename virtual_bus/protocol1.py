@@ -115,9 +115,10 @@ class Protocol1:
                 out += e.reply(s, err, data or b"", level=1)
         return out
 
-    def status(self, servo, err: int, data: bytes) -> bytes:
-        """The status packet of ``servo`` (error ``err``, payload ``data``)."""
-        sid = servo.id
+    def status(self, servo, err: int, data: bytes, sid: int | None = None) -> bytes:
+        """The status packet of ``servo`` (error ``err``, payload ``data``, ID ``sid`` or its own)."""
+        if sid is None:
+            sid = servo.id
         bits = servo.status_bits(err)
         n = len(data) + 2
         return b"\xff\xff" + bytes((sid, n, bits)) + data + bytes(((~(sid + n + bits + sum(data))) & 0xFF,))

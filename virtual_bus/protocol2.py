@@ -85,9 +85,10 @@ class Protocol2:
             e.stats["instructions"] += 1
             out.append((total, e.dispatch(*parsed)))
 
-    def status(self, servo, err: int, data: bytes) -> bytes:
-        """The status packet of ``servo`` (error ``err``, payload ``data``)."""
-        sid = servo.id
+    def status(self, servo, err: int, data: bytes, sid: int | None = None) -> bytes:
+        """The status packet of ``servo`` (error ``err``, payload ``data``, ID ``sid`` or its own)."""
+        if sid is None:
+            sid = servo.id
         bits = servo.status_bits(err)
         if _STUFF in data:          # the error byte is never 0xFF: only the data can need stuffing
             return build_status(2, sid, bits, data)
