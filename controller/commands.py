@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 import threading
@@ -88,6 +87,8 @@ def _path_arg(value):
 
 def cmd_run(args) -> int:
     """Run the daemon; print its summary.  A fault raises the error its first fault maps to."""
+    import logging
+
     from servoloop.controller.errors import ConfigError
     from servoloop.controller.faults import fault_error
 

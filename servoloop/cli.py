@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="servoloop",
         description="Run robots made of Dynamixel servos: daemon, calibration, virtual bus.",
         epilog=epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

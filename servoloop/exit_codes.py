@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 
 __all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_BUS", "EXIT_INTERRUPTED", "EXIT_CODES",
-           "exit_code_for", "epilog"]
+           "MEANINGS", "exit_code_for", "epilog"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -69,8 +69,16 @@ def exit_code_for(exc: BaseException) -> int | None:
     return None
 
 
+#: what each exit code means, for ``servoloop --help``
+MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FAILURE: "a failure the command reports (a fault, a failed fit, no daemon)",
+    EXIT_USAGE: "bad usage or input (config, file, arguments)",
+    EXIT_BUS: "bus or hardware error",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
 def epilog() -> str:
-    """The exit-code table for ``servoloop --help``."""
-    return ("exit codes: 0 ok; 1 a failure the command reports (fault, failed fit); "
-            "2 bad usage or input (config, file, arguments); 3 bus or hardware error; "
-            "130 interrupted")
+    """The exit-code table for ``servoloop --help`` (pre-formatted lines)."""
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in MEANINGS.items())
