@@ -97,7 +97,7 @@ class ServoFaultHandler:
             if hw:
                 what += f"; hardware_error_status {hw}"
             fault = Fault(FaultKind.HARDWARE_ERROR, what, sid, joint)
-            self.event("servo_error", what, fault if hardware else None)
+            self.event("servo_error", what)
             log.error(what)
             if not hardware:
                 continue
