@@ -26,10 +26,20 @@ def register(sub) -> None:
     _add_inertial(csub)
 
 
+#: calibration.inertial.command.HELP, repeated so that ``servoloop --help`` need not import the package
+_INERTIAL_HELP = "identify inertial, friction and armature parameters from a joint log"
+
+
 def _add_inertial(csub):
+    # the inertial package loads SciPy and the kernels: build its options only when it is used
+    from servoloop.cli import lazy_arguments
+
+    lazy_arguments(csub.add_parser("inertial", help=_INERTIAL_HELP), _inertial_arguments)
+
+
+def _inertial_arguments(p) -> None:
     from servoloop.calibration.inertial import command
 
-    p = csub.add_parser("inertial", help=command.HELP)
     command.add_arguments(p)
     p.set_defaults(func=command.run)
 

@@ -11,7 +11,46 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["JointReader", "effort_register"]
+from servoloop.firmware_bridge.errors import (
+    BridgeError,
+    BusTimeoutError,
+    ChecksumError,
+    HardwareErrorStatus,
+    MalformedPacketError,
+    PortError,
+    ServoStatusError,
+)
+
+__all__ = ["JointReader", "effort_register", "error_kind", "BusErrorCounts"]
+
+#: bus error class -> its key in the summary's ``bus_errors`` (most specific first)
+ERROR_KINDS = (
+    (BusTimeoutError, "timeout"),
+    (ChecksumError, "checksum"),
+    (MalformedPacketError, "malformed"),
+    (HardwareErrorStatus, "hardware_error"),
+    (ServoStatusError, "status"),
+    (PortError, "port"),
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """Short name of a bus error, the key of ``bus_errors`` in the summary (``other`` if unknown)."""
+    for cls, kind in ERROR_KINDS:
+        if isinstance(exc, cls):
+            return kind
+    return "other"
+
+
+class BusErrorCounts(dict):
+    """Bus errors per kind (:func:`error_kind`), one count per failed servo of a group read."""
+
+    def count(self, exc: BaseException) -> None:
+        """Count ``exc``, or each of its ``failures`` when it reports a group read."""
+        failures = getattr(exc, "failures", None) or {}
+        for e in (failures.values() if failures else (exc,)):
+            k = error_kind(e)
+            self[k] = self.get(k, 0) + 1
 
 
 def effort_register(table) -> str | None:
@@ -79,7 +118,7 @@ class JointReader:
             try:
                 reader.read()
             except Exception as exc:
-                if type(exc).__name__ == "PortError" or not hasattr(exc, "failures"):
+                if isinstance(exc, PortError) or not isinstance(exc, BridgeError):
                     raise
                 if first is None:
                     first = exc

@@ -1,15 +1,16 @@
 """controller subcommands: ``run``, ``status``, ``stop``, ``log export``, ``log plot``, ``log info``.
 
-Exit codes: 0 ok, 1 the run ended in a fault / a command failed, 2 bad
-input (config, arguments, telemetry file), 3 bus or hardware error while
-connecting.
+Exit codes come from the one table, :mod:`servoloop.exit_codes`: errors
+propagate to ``servoloop.cli.main`` (a run that ends in a fault raises the
+error of its first fault, :func:`controller.faults.fault_error`): 0 ok,
+1 the run ended in a fault / a command failed, 2 bad input (config,
+arguments, telemetry file), 3 bus or hardware error while connecting.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 
 __all__ = ["register"]
 
-EXIT_OK, EXIT_FAULT, EXIT_USAGE, EXIT_BUS = 0, 1, 2, 3
+from servoloop.exit_codes import EXIT_OK, EXIT_USAGE
 
 
 def register(sub) -> None:
@@ -85,47 +86,43 @@ def _path_arg(value):
 
 
 def cmd_run(args) -> int:
-    from servoloop.controller.errors import ConfigError, ConnectError, ControllerParamError
+    """Run the daemon; print its summary.  A fault raises the error its first fault maps to."""
+    import logging
+
+    from servoloop.controller.errors import ConfigError
+    from servoloop.controller.faults import fault_error
 
     logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = _load_cfg(args)
-    except (ConfigError, ControllerParamError) as exc:
-        print(f"servoloop run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    cfg = _load_cfg(args)  # ConfigError / ControllerParamError: exit 2 (servoloop.exit_codes)
     vproc = None
     lock = None
     try:
+        bus, clock = None, None
+        if args.lockstep:
+            from servoloop.controller.runtime import make_lockstep
+
+            lock = make_lockstep(cfg, faults=args.faults)
+            bus, clock = lock.bus, lock.clock
+        else:
+            from servoloop.controller.runtime import VirtualBusProcess, make_bus
+
+            port = args.port or cfg.bus.port
+            if port is None:
+                vproc = VirtualBusProcess(cfg, faults=args.faults)
+                port = vproc.start()
+                if cfg.loop.sched_fifo:
+                    warning = vproc.make_realtime(cfg.loop.priority - 1)
+                    if warning:
+                        logging.getLogger("servoloop").warning(warning)
+            bus = make_bus(cfg, port)
+        from servoloop.controller.daemon import Daemon
+
         try:
-            bus, clock = None, None
-            if args.lockstep:
-                from servoloop.controller.runtime import make_lockstep
-
-                lock = make_lockstep(cfg, faults=args.faults)
-                bus, clock = lock.bus, lock.clock
-            else:
-                from servoloop.controller.runtime import VirtualBusProcess, make_bus
-
-                port = args.port or cfg.bus.port
-                if port is None:
-                    vproc = VirtualBusProcess(cfg, faults=args.faults)
-                    port = vproc.start()
-                    if cfg.loop.sched_fifo:
-                        warning = vproc.make_realtime(cfg.loop.priority - 1)
-                        if warning:
-                            logging.getLogger("servoloop").warning(warning)
-                bus = make_bus(cfg, port)
-            from servoloop.controller.daemon import Daemon
-
             daemon = Daemon(cfg, bus, clock, readonly=args.readonly,
                             telemetry_path=_path_arg(args.telemetry), socket_path=_path_arg(args.socket),
                             install_signals=True)
-        except (ConfigError, ControllerParamError, ValueError) as exc:
-            print(f"servoloop run: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        except ConnectError as exc:
-            print(f"servoloop run: {exc}", file=sys.stderr)
-            return EXIT_BUS
+        except ValueError as exc:  # a value the config loader let through but the loop refuses
+            raise ConfigError(str(exc), cfg.source) from exc
         printer = None
         if not args.quiet:
             printer = StatusLine(daemon, sys.stderr)
@@ -146,8 +143,7 @@ def cmd_run(args) -> int:
     else:
         _print_summary(summary)
     if summary["state"] == "fault":
-        connect_fault = any(f.startswith("connect:") for f in summary["faults"])
-        return EXIT_BUS if connect_fault else EXIT_FAULT
+        raise fault_error(daemon.faults)
     return EXIT_OK
 
 
@@ -168,12 +164,19 @@ def _print_summary(s: dict) -> None:
           f"(controller {s['controller']}, stop: {s['stop_reason']})")
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
           f"missed {s['missed']}; bus errors: {errs}")
-    for f in s["faults"]:
-        print(f"  FAULT: {f}")
+    _print_faults(s)
     for w in s["warnings"]:
         print(f"  warning: {w}")
     if s.get("telemetry"):
         print(f"  telemetry: {s['telemetry']}")
+
+
+def _print_faults(s: dict) -> None:
+    """``FAULT [kind]: message`` lines of a summary or status (kinds absent in older daemons)."""
+    details = s.get("fault_details") or [{"kind": None, "message": m} for m in s.get("faults", [])]
+    for f in details:
+        kind = f" [{f['kind']}]" if f.get("kind") else ""
+        print(f"  FAULT{kind}: {f['message']}")
 
 
 class StatusLine:
@@ -201,7 +204,7 @@ class StatusLine:
     def line(self) -> str:
         d = self.daemon
         errs = sum(d.bus_errors.values())
-        return (f"[servoloop] {d.lifecycle.state.label:<8} t={d._t_s():7.2f} s  rate {d._rate_now():7.1f} Hz  "
+        return (f"[servoloop] {d.lifecycle.state.label:<8} t={d.t_s():7.2f} s  rate {d.rate_now():7.1f} Hz  "
                 f"jitter p99 {d.jitter.percentile_us(99):7.1f} us  missed {d.rate.missed}  bus errors {errs}")
 
     def _run(self) -> None:
@@ -248,17 +251,13 @@ def _find_socket(args) -> Path:
 
 
 def cmd_status(args) -> int:
+    """Print the running daemon's status; no daemon or an error reply: CommandError (exit 1)."""
     from servoloop.controller.command_socket import send_command
     from servoloop.controller.errors import CommandError
 
-    try:
-        reply = send_command(_find_socket(args), {"cmd": "status"})
-    except CommandError as exc:
-        print(f"servoloop status: {exc}", file=sys.stderr)
-        return EXIT_FAULT
+    reply = send_command(_find_socket(args), {"cmd": "status"})
     if not reply.get("ok"):
-        print(f"servoloop status: {reply.get('error')}", file=sys.stderr)
-        return EXIT_FAULT
+        raise CommandError(str(reply.get("error")))
     st = reply["status"]
     if args.json:
         print(json.dumps(st))
@@ -268,23 +267,18 @@ def cmd_status(args) -> int:
     print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}  "
           f"bus errors {st['bus_errors'] or 'none'}")
     print(f"  controller: {st['controller']}")
-    for f in st["faults"]:
-        print(f"  FAULT: {f}")
+    _print_faults(st)
     return EXIT_OK
 
 
 def cmd_stop(args) -> int:
+    """Ask the running daemon to stop; no daemon or an error reply: CommandError (exit 1)."""
     from servoloop.controller.command_socket import send_command
     from servoloop.controller.errors import CommandError
 
-    try:
-        reply = send_command(_find_socket(args), {"cmd": "stop", "reason": "servoloop stop"})
-    except CommandError as exc:
-        print(f"servoloop stop: {exc}", file=sys.stderr)
-        return EXIT_FAULT
+    reply = send_command(_find_socket(args), {"cmd": "stop", "reason": "servoloop stop"})
     if not reply.get("ok"):
-        print(f"servoloop stop: {reply.get('error')}", file=sys.stderr)
-        return EXIT_FAULT
+        raise CommandError(str(reply.get("error")))
     print("stop requested")
     return EXIT_OK
 
@@ -318,7 +312,6 @@ def _read(path):
 
 
 def cmd_log_export(args) -> int:
-    from servoloop.controller.errors import TelemetryFormatError
     from servoloop.controller.log_export import export_csv, export_mcap
 
     if not args.csv and not args.mcap:
@@ -334,20 +327,19 @@ def cmd_log_export(args) -> int:
         if args.mcap:
             n = export_mcap(tel, args.mcap)
             print(f"{args.mcap}: {n} messages")
-    except (TelemetryFormatError, ImportError, OSError) as exc:
+    except (ImportError, OSError) as exc:  # no mcap package, an output that cannot be written
         print(f"servoloop log export: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
 
 def cmd_log_plot(args) -> int:
-    from servoloop.controller.errors import TelemetryFormatError
     from servoloop.controller.log_plot import plot_telemetry
 
+    tel = _read(args.file)
     try:
-        tel = _read(args.file)
         plot_telemetry(tel, args.out)
-    except (TelemetryFormatError, OSError) as exc:
+    except OSError as exc:  # an output that cannot be written
         print(f"servoloop log plot: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(args.out)
@@ -355,13 +347,7 @@ def cmd_log_plot(args) -> int:
 
 
 def cmd_log_info(args) -> int:
-    from servoloop.controller.errors import TelemetryFormatError
-
-    try:
-        tel = _read(args.file)
-    except TelemetryFormatError as exc:
-        print(f"servoloop log info: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    tel = _read(args.file)
     info = {"robot": tel.header.get("robot"), "rate_hz": tel.header.get("rate_hz"),
             "rows": int(tel.data.shape[0]), "columns": len(tel.columns), "events": tel.events,
             "summary": tel.summary, "truncated": tel.truncated, "gaps": tel.gaps,

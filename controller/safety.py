@@ -1,15 +1,20 @@
-"""Safety checks of one tick: command clamping, measured limits, comm error window.
+"""The safety stage of one tick: command clamping, measured limits, comm error window,
+late ticks, temperature and voltage.
 
-Everything works in place on arrays allocated at construction; a check
-returns ``None`` when all is well and a message naming the joint / servo
-and the value when it is not (the daemon turns that into a fault).
+Everything works in place on arrays allocated at construction.  The checks
+(:class:`CommMonitor`, :class:`LimitChecker`) return ``None`` when all is
+well and a message naming the joint / servo and the value when it is not;
+:class:`SafetyStage` turns those into typed
+:class:`~servoloop.controller.faults.Fault` objects for the loop.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CommMonitor", "LimitChecker"]
+from servoloop.controller.faults import Fault, FaultKind
+
+__all__ = ["CommMonitor", "LimitChecker", "SafetyStage"]
 
 
 class CommMonitor:
@@ -75,6 +80,7 @@ class LimitChecker:
         n = len(self.joint_names)
         self._b1 = np.zeros(n, dtype=bool)
         self._b2 = np.zeros(n, dtype=bool)
+        self.last_index = -1  # joint index of the last check that failed
 
     def widen_to(self, q: np.ndarray) -> None:
         """Let the start pose ``q`` (rad) stand until :meth:`restore`.
@@ -118,7 +124,7 @@ class LimitChecker:
         np.logical_or(self._b1, self._b2, out=self._b1)
         if not self._b1.any():
             return None
-        i = int(np.argmax(self._b1))
+        i = self.last_index = int(np.argmax(self._b1))
         what = "margin" if not extra else f"margin + {extra:.3f} allowed at startup"
         return (f"joint {self.joint_names[i]!r} (servo {self.servo_ids[i]}) at {q[i]:.3f} rad is past "
                 f"its limits [{self.lower[i]:.3f}, {self.upper[i]:.3f}] + {what}")
@@ -129,13 +135,83 @@ class LimitChecker:
         if lo is not None:
             np.less(values, lo, out=self._b1)
             if self._b1.any():
-                i = int(np.argmax(self._b1))
+                i = self.last_index = int(np.argmax(self._b1))
                 return (f"servo {self.servo_ids[i]} ({self.joint_names[i]}): {what} {values[i]:.1f} {unit} "
                         f"below {lo} ({key})")
         if hi is not None:
             np.greater(values, hi, out=self._b1)
             if self._b1.any():
-                i = int(np.argmax(self._b1))
+                i = self.last_index = int(np.argmax(self._b1))
                 return (f"servo {self.servo_ids[i]} ({self.joint_names[i]}): {what} {values[i]:.1f} {unit} "
                         f"above {hi} ({key})")
+        return None
+
+
+class SafetyStage:
+    """The safety checks of one tick, as typed faults.
+
+    Parameters
+    ----------
+    safety : SafetyConfig
+    joint_names, servo_ids : sequences (n), config order
+    lower, upper : (n,) joint limits, rad
+
+    Attributes
+    ----------
+    limits : LimitChecker (clamping the command, measured positions, monitor ranges)
+    comm : CommMonitor (bus errors over a window of ticks)
+    consecutive_missed : int, late ticks in a row
+    """
+
+    def __init__(self, safety, joint_names, servo_ids, lower, upper) -> None:
+        self.cfg = safety
+        self.limits = LimitChecker(joint_names, servo_ids, lower, upper, safety.position_margin)
+        self.comm = CommMonitor(safety.comm_error_window, safety.comm_error_rate,
+                                safety.max_consecutive_comm_errors)
+        self.consecutive_missed = 0
+
+    def _at(self, kind: FaultKind, msg: str) -> Fault:
+        i = self.limits.last_index
+        return Fault(kind, msg, self.limits.servo_ids[i], self.limits.joint_names[i])
+
+    def late(self, skipped: int) -> Fault | None:
+        """Count a late tick (``skipped`` deadlines); a fault after ``max_consecutive_missed`` in a row."""
+        if not skipped:
+            self.consecutive_missed = 0
+            return None
+        self.consecutive_missed += 1
+        lim = self.cfg.max_consecutive_missed
+        if lim is not None and self.consecutive_missed >= lim:
+            return Fault(FaultKind.LATE, f"{self.consecutive_missed} consecutive late ticks "
+                                         "(safety.max_consecutive_missed)")
+        return None
+
+    def check_measured(self, position: np.ndarray) -> Fault | None:
+        """A fault when a measured joint position (rad) is past its limit + margin."""
+        msg = self.limits.check_position(position)
+        return None if msg is None else self._at(FaultKind.LIMIT, msg)
+
+    def clamp(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` := ``goal`` clamped to the limits in force (NaN -> lower limit), rad."""
+        return self.limits.clamp(goal, out)
+
+    def record_comm(self, ok: bool) -> Fault | None:
+        """Record the tick's bus outcome; a fault when the comm window or run says so."""
+        msg = self.comm.record(ok)
+        return None if msg is None else Fault(FaultKind.COMM, msg)
+
+    def check_monitor(self, temperature, voltage) -> Fault | None:
+        """Temperatures (degC) and input voltages (V), (n,) or None; a fault naming the servo."""
+        sf = self.cfg
+        lim = self.limits
+        if temperature is not None:
+            msg = lim.check_range(temperature, None, sf.max_temperature_c, "temperature", "degC",
+                                  "safety.max_temperature_c")
+            if msg:
+                return self._at(FaultKind.TEMPERATURE, msg)
+        if voltage is not None:
+            msg = lim.check_range(voltage, sf.min_voltage_v, sf.max_voltage_v, "input voltage", "V",
+                                  "safety.min_voltage_v/max_voltage_v")
+            if msg:
+                return self._at(FaultKind.VOLTAGE, msg)
         return None

@@ -29,6 +29,7 @@ __all__ = [
     "columns_for",
     "TelemetryRing",
     "TelemetryWriter",
+    "TickRecorder",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,40 @@ class TelemetryRing:
         return self.buf[idx]
 
 
+class TickRecorder:
+    """The record stage: copies one tick into the next ring row (no allocation).
+
+    Parameters
+    ----------
+    ring : TelemetryRing
+    position, velocity, current, goal, effort : (n,) arrays the loop fills
+        (``q``, ``dq``, ``current``, ``goal`` and ``tau_ff`` columns)
+    """
+
+    def __init__(self, ring: TelemetryRing, position, velocity, current, goal, effort) -> None:
+        self.ring = ring
+        sl = ring.joint_slice
+        self._blocks = ((sl["q"], position), (sl["dq"], velocity), (sl["current"], current),
+                        (sl["goal"], goal), (sl["tau_ff"], effort))
+
+    def run(self, tick: int, t_s: float, late_us: float, period_us: float, cost_us: float,
+            state: int, missed: int, comm_errors: int, ok: bool) -> None:
+        """Write the scalars (see :data:`SCALAR_COLUMNS`) and the joint blocks; publish the row."""
+        r = self.ring.row()
+        r[0] = tick
+        r[1] = t_s
+        r[2] = late_us
+        r[3] = period_us
+        r[4] = cost_us
+        r[5] = state
+        r[6] = missed
+        r[7] = comm_errors
+        r[8] = 1.0 if ok else 0.0
+        for sl, values in self._blocks:
+            r[sl] = values
+        self.ring.commit()
+
+
 class TelemetryWriter:
     """Background thread appending ring rows and events to a ``.sltl`` file.
 
@@ -127,9 +162,16 @@ class TelemetryWriter:
         self.error: str | None = None
 
     # -- loop-thread side ---------------------------------------------------
-    def event(self, kind: str, message: str, tick: int = -1, t_s: float = float("nan")) -> None:
-        """Queue an event (thread-safe, cheap): becomes an EVNT chunk at the next flush."""
-        self.events.append({"tick": tick, "t_s": t_s, "kind": kind, "message": message})
+    def event(self, kind: str, message: str, tick: int = -1, t_s: float = float("nan"),
+              fault: dict | None = None) -> None:
+        """Queue an event (thread-safe, cheap): becomes an EVNT chunk at the next flush.
+
+        ``fault`` (a ``Fault.as_dict()``) is kept in the event when the event reports one.
+        """
+        ev = {"tick": tick, "t_s": t_s, "kind": kind, "message": message}
+        if fault is not None:
+            ev["fault"] = fault
+        self.events.append(ev)
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,16 @@ function in its own ``cli`` module; this file only assembles them, so a
 package can add a subcommand without touching the others.  A subcommand sets
 ``func`` (taking the parsed namespace, returning an exit code).
 
-Exit codes: 0 success, 1 a failure the command reports (a fault, a failed
-fit), 2 bad usage or bad input (config, file, arguments), 3 a bus or
-hardware error, 130 interrupted.
+Start-up stays fast (``servoloop --help`` and ``servoloop status`` import
+neither SciPy nor the kernels): ``register`` functions import nothing
+heavy, and a subcommand whose options need a heavy module to be built uses
+:func:`lazy_arguments`, so its module is imported only when that
+subcommand is parsed or its help is shown.
+
+Errors: :func:`main` catches every package's exceptions and maps them to
+exit codes through the one table in :mod:`servoloop.exit_codes` (0 ok,
+1 a failure the command reports, 2 bad usage or input, 3 bus or hardware
+error, 130 interrupted), printing one line that names the command.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ import argparse
 import importlib
 import sys
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+from servoloop.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, epilog, exit_code_for
+
+__all__ = ["main", "build_parser", "lazy_arguments", "COMMAND_MODULES"]
 
 # Order sets the order in ``servoloop --help``.
 COMMAND_MODULES = (
@@ -28,10 +37,46 @@ COMMAND_MODULES = (
 )
 
 
+def lazy_arguments(parser: argparse.ArgumentParser, add_arguments) -> argparse.ArgumentParser:
+    """Let ``add_arguments(parser)`` run only when ``parser`` is used.
+
+    ``parser`` is a subcommand's parser; its options are added the first
+    time it parses arguments or formats its help, so the (heavy) module
+    that knows them is imported only then.  Returns ``parser``.
+    """
+    done = []
+    parse_known_args, format_help, format_usage = parser.parse_known_args, parser.format_help, parser.format_usage
+
+    def load() -> None:
+        if not done:
+            done.append(True)
+            add_arguments(parser)
+
+    def lazy_parse_known_args(args=None, namespace=None):
+        load()
+        return parse_known_args(args, namespace)
+
+    def lazy_format_help():
+        load()
+        return format_help()
+
+    def lazy_format_usage():
+        load()
+        return format_usage()
+
+    parser.parse_known_args = lazy_parse_known_args
+    parser.format_help = lazy_format_help
+    parser.format_usage = lazy_format_usage
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``servoloop`` parser with every package's subcommands."""
     parser = argparse.ArgumentParser(
         prog="servoloop",
         description="Run robots made of Dynamixel servos: daemon, calibration, virtual bus.",
+        epilog=epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -39,16 +84,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_prog(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """``servoloop run``, ``servoloop log export``, ...: the deepest subcommand named in ``argv``."""
+    p = parser
+    for word in argv:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            break
+        if word in subs[0].choices:
+            p = subs[0].choices[word]
+    return p.prog
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        code = exit_code_for(exc)
+        if code is None:
+            raise  # not an error a package reports: a bug, keep its traceback
+        print(f"{_command_prog(parser, argv)}: {exc}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

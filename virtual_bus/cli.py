@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 
-__all__ = ["register", "run"]
+__all__ = ["register", "add_arguments", "run", "HELP"]
 
 _EPILOG = """\
 examples:
@@ -20,17 +20,28 @@ us=MICROSECONDS, bits=overload+overheat+voltage+encoder+electrical|INT, down=S, 
 """
 
 
+HELP = "emulate Dynamixel servos (with physics) on a pseudo-terminal"
+
+
 def register(sub) -> None:
     """Add the ``virtual-bus`` subcommand to ``servoloop``'s subparsers."""
+    add_arguments(sub.add_parser("virtual-bus", help=HELP))
+
+
+def add_arguments(p) -> None:
+    """Description and options of ``servoloop virtual-bus`` on its parser ``p``.
+
+    Separate from :func:`register` so that ``servoloop`` can build this
+    parser only when the subcommand is used (importing this package loads
+    the engine and its physics).
+    """
     import argparse
 
-    p = sub.add_parser(
-        "virtual-bus",
-        help="emulate Dynamixel servos (with physics) on a pseudo-terminal",
-        description="Emulate Dynamixel servos with their control tables and physics behind a "
-                    "pseudo-terminal. Prints the pty path on the first line, then serves until "
-                    "SIGTERM/SIGINT.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.description = ("Emulate Dynamixel servos with their control tables and physics behind a "
+                     "pseudo-terminal. Prints the pty path on the first line, then serves until "
+                     "SIGTERM/SIGINT.")
+    p.epilog = _EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--servos", metavar="SPEC",
                        help='servos as IDS:MODEL items, e.g. "1-12:XM430-W350" or "1:AX-18A,2:AX-18A"')

@@ -254,6 +254,7 @@ def test_dropped_replies_count_skip_write_then_fault(tmp_path):
     finally:
         rig.close()
     assert s["state"] == "fault" and "2 consecutive" in s["faults"][0]
+    assert s["fault_details"][0]["kind"] == "comm"
     assert set(s["bus_errors"]) == {"timeout"}  # the tick reads (and a monitor read) of servo 3
     tel = read_telemetry(tmp_path / "d.sltl")
     ok = tel.column("read_ok")
@@ -310,7 +311,11 @@ def test_hardware_error_faults_on_the_same_tick(tmp_path):
     assert s["state"] == "fault"
     msg = s["faults"][0]
     assert "servo 4" in msg and "overload" in msg.lower() and "lh_hip_abad" in msg
+    assert s["fault_details"][0] == {"kind": "hardware_error", "servo": 4, "joint": "lh_hip_abad",
+                                     "message": msg}
     tel = read_telemetry(tmp_path / "h.sltl")
+    fault_events = [e for e in tel.events if e["kind"] == "fault"]
+    assert fault_events and fault_events[0]["fault"]["servo"] == 4
     assert fault_row(tel) - tick_of_time(0.1) <= 1
     assert any(e["kind"] == "servo_error" for e in tel.events)
     # the alerted servo's reply to torque off carries the alert: still a done write
@@ -344,6 +349,7 @@ def test_unplug_faults_without_raising(tmp_path):
     finally:
         rig.close()
     assert s["state"] == "fault" and "port" in s["faults"][0]
+    assert s["fault_details"][0]["kind"] == "port"
     tel = read_telemetry(tmp_path / "u.sltl")
     assert fault_row(tel) - tick_of_time(0.1) <= 1
     assert tel.summary is not None and tel.summary["state"] == "fault"
@@ -371,6 +377,8 @@ def test_temperature_and_voltage_limits(tmp_path, register, raw, safety, words):
         rig.close()
     assert s["state"] == "fault"
     assert "servo 7" in s["faults"][0] and all(w in s["faults"][0] for w in words)
+    detail = s["fault_details"][0]
+    assert detail["servo"] == 7 and detail["kind"] == ("temperature" if "temperature" in words else "voltage")
     tel = read_telemetry(tmp_path / "t.sltl")
     assert fault_row(tel) - tick_of_time(0.1) <= 1
 
@@ -393,6 +401,7 @@ def test_joint_past_limit_faults_on_the_measuring_tick(tmp_path):
     finally:
         rig.close()
     assert s["state"] == "fault" and "'lf_hip_abad'" in s["faults"][0]
+    assert s["fault_details"][0]["kind"] == "limit" and s["fault_details"][0]["joint"] == "lf_hip_abad"
     tel = read_telemetry(tmp_path / "j.sltl")
     q = tel.column("q.lf_hip_abad")
     first_past = int(tel.column("tick")[np.argmax(q > cfg.servos[k].max + cfg.safety.position_margin)])
@@ -435,6 +444,7 @@ def test_second_signal_takes_the_fault_path():
     finally:
         rig.close()
     assert s["state"] == "fault" and "second signal SIGINT" in s["faults"][0]
+    assert s["fault_details"][0]["kind"] == "signal"
     assert not any(rig.servo(sv.id).torque_enabled for sv in cfg.servos)
     assert rig.daemon.lifecycle.state == State.FAULT
 
@@ -473,6 +483,7 @@ def test_wrong_model_is_a_connect_fault_not_an_exception():
     finally:
         rig.close()
     assert s["state"] == "fault" and s["faults"][0].startswith("connect:")
+    assert s["fault_details"][0]["kind"] == "connect"
     assert "servo 6" in s["faults"][0] and "XL430-W250" in s["faults"][0]
     assert s["ticks"] == 0
 

@@ -76,11 +76,11 @@ def test_daemon_offsets_position_servo_goals_by_tau_over_stiffness():
     d = _daemon(cfg)
     d.cmd.position[:] = 0.1
     d.cmd.effort[:] = [0.0, 0.8, -0.4, 0.0, 0.0, 0.0]
-    d._actuate()
+    d.loop.actuate()
     np.testing.assert_allclose(d.goal, [0.1, 0.3, 0.0, 0.1, 0.1, 0.1])
     # clamped to the joint limits after the offset
     d.cmd.effort[:] = [0.0, 100.0, 0.0, 0.0, 0.0, 0.0]
-    d._actuate()
+    d.loop.actuate()
     assert d.goal[1] == cfg.servos[1].max
 
 
@@ -93,7 +93,7 @@ def test_daemon_current_mode_torque_to_current_with_direction():
     d.cmd.effort[:] = 1.0
     d.cmd.kp[:] = 5.0
     d.cmd.kd[:] = 0.5
-    d._actuate()
+    d.loop.actuate()
     # i_joint = (1 + 5 * 0.2 - 0.5 * 1) / 2 = 0.75 A; servo sign flipped by direction -1
     np.testing.assert_allclose(d.current_servo, -0.75)
 
@@ -104,6 +104,6 @@ def test_daemon_maps_joint_goal_to_servo_with_offset_and_direction():
     servos[0] = replace(servos[0], offset=0.5, direction=-1)
     d = _daemon(replace(cfg, servos=tuple(servos)))
     d.cmd.position[:] = 0.2
-    d._actuate()
+    d.loop.actuate()
     assert d.goal_servo[0] == pytest.approx(-0.2 + 0.5)
     assert d.goal_servo[1] == pytest.approx(0.2)

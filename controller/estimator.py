@@ -1,0 +1,42 @@
+"""The estimate stage: the robot's joint state from this tick's servo readings.
+
+Today that is the servo -> joint mapping of positions, velocities and
+efforts (:class:`~servoloop.controller.joint_map.JointMap`); base
+orientation and contact states from the IMU belong here when the bus reads
+one.  A servo whose read failed stays NaN (never a stale number), so
+telemetry shows the gap and no controller sees a plausible wrong value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servoloop.controller.controllers import JointState
+from servoloop.controller.joint_map import JointMap
+
+__all__ = ["Estimator"]
+
+
+class Estimator:
+    """Fills ``state`` and ``current`` in place from the bound reading arrays.
+
+    Parameters
+    ----------
+    joint_map : JointMap
+    state : JointState (n), the loop's measured state
+    current : (n,) float, servo effort (A or load ratio) in the joint's sign
+    """
+
+    def __init__(self, joint_map: JointMap, state: JointState, current: np.ndarray) -> None:
+        self.joint_map = joint_map
+        self.state = state
+        self.current = current
+        self._position = self._velocity = self._effort = None
+
+    def bind(self, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray | None) -> None:
+        """The arrays the read stage fills each tick ((n,), servo space, SI)."""
+        self._position, self._velocity, self._effort = position, velocity, effort
+
+    def run(self) -> None:
+        """servo -> joint for this tick (no allocation)."""
+        self.joint_map.to_joint(self._position, self._velocity, self._effort, self.state, self.current)

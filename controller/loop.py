@@ -1,0 +1,196 @@
+"""The tick: one object that runs the stages in order, on an absolute deadline.
+
+::
+
+    rate.wait()      absolute deadline on CLOCK_MONOTONIC (or simulated time);
+                     a late tick is counted and skipped, never caught up
+      -> read       one sync read of every servo          (bus_stages.ReadStage)
+      -> estimate   servo -> joint                        (estimator.Estimator)
+      -> control    ramp | controller | frozen            (control_stage.ControlStage)
+      -> safety     limits, clamp, comm window, late ticks (safety.SafetyStage)
+      -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap)
+      -> write      one sync write                        (bus_stages.WriteStage)
+      -> record     one telemetry ring row                (telemetry.TickRecorder)
+
+Every array is allocated in :class:`ControlLoop`'s constructor (or at
+:meth:`ControlLoop.bind`, before the first deadline); a tick keeps no
+Python object.  The deadline lives in ``ControlLoop.rate`` (a
+:class:`~servoloop.controller.clock.FixedRate`).  A stage that finds a fault
+returns it (the first one of the tick wins, the tick still records) or, for
+what cannot wait (port gone, a servo's hardware error), raises
+:class:`~servoloop.controller.faults.FaultRaised`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servoloop.controller.bus_io import BusErrorCounts
+from servoloop.controller.bus_stages import MonitorStage, ReadStage, WriteStage
+from servoloop.controller.clock import FixedRate
+from servoloop.controller.control_stage import ControlStage
+from servoloop.controller.controllers import Command, JointState
+from servoloop.controller.estimator import Estimator
+from servoloop.controller.faults import FaultRaised
+from servoloop.controller.joint_map import JointMap
+from servoloop.controller.lifecycle import State
+from servoloop.controller.loop_stats import JitterStats
+from servoloop.controller.safety import SafetyStage
+from servoloop.controller.servo_faults import ServoFaultHandler
+from servoloop.controller.startup_ramp import StartupRamp
+from servoloop.controller.telemetry import TelemetryRing, TickRecorder
+
+__all__ = ["ControlLoop"]
+
+_RUN = int(State.RUN)
+
+
+class ControlLoop:
+    """The stages of one tick and the arrays they share (joint space unless named ``*_servo``).
+
+    Parameters
+    ----------
+    cfg : RobotConfig
+    clock : Clock
+    controller : Controller
+    ctx : ControllerContext
+    lifecycle : Lifecycle, whose state selects what the control stage does
+    event : callable(kind, message, fault=None), the daemon's event log
+
+    Attributes
+    ----------
+    rate : FixedRate, the deadline grid
+    state : JointState (n), measured
+    current : (n,) measured current (A) or load, joint sign
+    cmd : Command (n), what the control stage asks for
+    goal : (n,) rad, joint goal after safety
+    goal_servo, current_servo : (n,) servo goals, rad and A
+    errors : BusErrorCounts, bus errors per kind
+    ticks, run_ticks, comm_errors : int counters (all ticks, run-state ticks, failed ticks)
+    """
+
+    def __init__(self, cfg, clock, controller, ctx, lifecycle, event) -> None:
+        n = cfg.n
+        servos = cfg.servos
+        self.cfg = cfg
+        self.clock = clock
+        self.lifecycle = lifecycle
+        self.ids = tuple(s.id for s in servos)
+        self.joint_names = cfg.joint_names
+        self.rate = FixedRate(cfg.loop.rate_hz, clock)
+        self.readonly = False
+        self.monitor_every = cfg.safety.monitor_every
+
+        self.state = JointState.zeros(n)
+        self.current = np.full(n, np.nan)
+        self.cmd = Command.zeros(n)
+        self.goal = np.zeros(n)
+        self.goal_servo = np.zeros(n)
+        self.current_servo = np.zeros(n)
+        self._tmp = np.zeros(n)
+
+        self.errors = BusErrorCounts()
+        self.joint_map = JointMap(servos)
+        self.servo_faults = ServoFaultHandler(servos, cfg.safety, self.rate, event)
+        self.read = ReadStage(self.errors, self.servo_faults)
+        self.estimate = Estimator(self.joint_map, self.state, self.current)
+        ramp = StartupRamp(ctx, cfg.startup.via, int(round(cfg.startup.ramp_s * cfg.loop.rate_hz)))
+        self.control = ControlStage(controller, ramp, self.state, self.cmd, event)
+        self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper)
+        self.write = WriteStage(self.goal_servo, self.current_servo, self.errors)
+        self.monitor = MonitorStage(self.safety, self.errors, n)
+        cap = max(64, int(cfg.logging.ring_s * cfg.loop.rate_hz))
+        self.ring = TelemetryRing(self.joint_names, cap)
+        self.record = TickRecorder(self.ring, self.state.position, self.state.velocity, self.current,
+                                   self.goal, self.cmd.effort)
+        self.jitter = JitterStats()
+
+        self.ticks = 0
+        self.run_ticks = 0
+        self.comm_errors = 0
+        self.anchor_ns = 0  # first deadline: telemetry's t = 0
+        self.run_t0 = 0  # first deadline of the run state: the controller's t = 0
+        self._prev_wake = 0
+
+    @property
+    def ramp(self) -> StartupRamp:
+        return self.control.ramp
+
+    def bind(self, bus, tables, readonly: bool) -> None:
+        """Make the readers and writers on the open ``bus`` (``tables``: control tables, config order)."""
+        self.readonly = readonly
+        reader = self.read.bind(bus, self.ids, tables)
+        v = reader.values
+        self.estimate.bind(v["present_position"], v["present_velocity"], v["effort"])
+        self.joint_map.set_effort_units(reader.effort_units)
+        self.monitor.bind(bus, self.ids, tables)
+        self.servo_faults.bind(bus, tables, readonly)
+        if readonly:
+            return
+        self.write.bind(bus, self.cfg.servos)
+        limits = np.full(len(self.ids), np.inf)
+        for i, t in enumerate(tables):
+            r = t.registers.get("goal_current")
+            if r is not None and r.max_raw is not None:
+                limits[i] = abs((r.max_raw - r.zero_raw) * r.scale)
+        self.joint_map.set_current_limits(limits)
+
+    def start(self) -> None:
+        """Anchor the deadline grid now: the first tick is one period away."""
+        self.rate.start()
+        self.anchor_ns = self.rate.next_deadline_ns
+        self._prev_wake = self.clock.now_ns()
+
+    def t_s(self) -> float:
+        """Loop time of the current tick, s since the first startup deadline."""
+        return (self.rate.deadline_ns - self.anchor_ns) * 1e-9 if self.anchor_ns else 0.0
+
+    def actuate(self) -> None:
+        """Command (joint space) -> safe joint goal -> servo targets (torque as offset or current)."""
+        self.joint_map.offset_goal(self.cmd, self._tmp)
+        self.safety.clamp(self._tmp, self.goal)
+        self.joint_map.to_servo(self.goal, self.cmd, self.state, self.goal_servo, self.current_servo)
+
+    def tick(self) -> None:
+        """Wait for the next deadline and run every stage once.
+
+        Raises
+        ------
+        FaultRaised
+            A stage found a fault (after the tick has been recorded).
+        """
+        rate = self.rate
+        skipped = rate.wait()
+        wake = rate.deadline_ns + rate.late_ns
+        code = int(self.lifecycle.state)
+        safety = self.safety
+        fault = safety.late(skipped)
+        ok = self.read.run()
+        self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
+        if ok:
+            f = safety.check_measured(self.state.position)
+            if fault is None:
+                fault = f
+            self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
+            self.actuate()
+            if fault is None and not self.readonly:
+                ok = self.write.send() and ok
+        f = safety.record_comm(ok)
+        if fault is None:
+            fault = f
+        if not ok:
+            self.comm_errors += 1
+        self.ticks += 1
+        if self.monitor.reader is not None and self.ticks % self.monitor_every == 0:
+            f = self.monitor.run()
+            if fault is None:
+                fault = f
+        if code == _RUN:
+            self.jitter.add(rate.late_ns)
+            self.run_ticks += 1
+        self.record.run(self.ticks, (rate.deadline_ns - self.anchor_ns) * 1e-9, rate.late_ns * 1e-3,
+                        (wake - self._prev_wake) * 1e-3, (self.clock.now_ns() - wake) * 1e-3,
+                        code, rate.missed, self.comm_errors, ok)
+        self._prev_wake = wake
+        if fault is not None:
+            raise FaultRaised(fault)

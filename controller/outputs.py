@@ -1,0 +1,111 @@
+"""What the daemon writes besides servo goals: the telemetry file and the command socket.
+
+Both are opened before the real-time settings (their threads then get a
+priority below the loop's) and closed after the servos are stopped; closing
+never raises, and the telemetry file ends with the run summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from servoloop.controller.errors import CommandError
+from servoloop.controller.faults import Fault, FaultKind, FaultRaised
+from servoloop.controller.telemetry import TelemetryWriter
+
+__all__ = ["Outputs", "resolve_telemetry_path", "resolve_socket_path"]
+
+log = logging.getLogger("servoloop.daemon")
+
+
+def resolve_telemetry_path(cfg, path: Any) -> Path | None:
+    """``"auto"``: the config's ``logging.telemetry`` (itself ``auto``: ``runs/ROBOT-STAMP.sltl``)."""
+    if path == "auto":
+        path = cfg.logging.telemetry
+        if path == "auto":
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            return Path("runs") / f"{cfg.robot}-{stamp}.sltl"
+    return Path(path) if path else None
+
+
+def resolve_socket_path(cfg, path: Any) -> Path | None:
+    """``"auto"``: the config's ``socket.path`` (itself ``auto``: the per-user default for the robot)."""
+    if path == "auto":
+        path = cfg.socket.path
+        if path == "auto":
+            from servoloop.controller.command_socket import default_socket_path
+
+            return default_socket_path(cfg.robot)
+    return Path(path) if path else None
+
+
+class Outputs:
+    """The telemetry writer and the command server of one run.
+
+    Parameters
+    ----------
+    telemetry_path, socket_path : Path or None (none: not opened)
+    """
+
+    def __init__(self, telemetry_path: Path | None, socket_path: Path | None) -> None:
+        self.telemetry_path = telemetry_path
+        self.socket_path = socket_path
+        self.writer: TelemetryWriter | None = None
+        self.server = None
+
+    def open(self, ring, header: dict, flush_s: float, handler) -> None:
+        """Start the telemetry writer on ``ring`` and the command server for ``handler``.
+
+        Raises
+        ------
+        FaultRaised
+            The telemetry file cannot be created or another daemon holds the socket.
+        """
+        try:
+            if self.telemetry_path is not None:
+                self.writer = TelemetryWriter(self.telemetry_path, ring, header, flush_s)
+                self.writer.start()
+            if self.socket_path is not None:
+                from servoloop.controller.command_socket import CommandServer
+
+                self.server = CommandServer(self.socket_path, handler)
+                self.server.start()
+        except CommandError as exc:
+            raise FaultRaised(Fault(FaultKind.OUTPUT, f"command socket: {exc}")) from exc
+        except OSError as exc:
+            raise FaultRaised(Fault(FaultKind.OUTPUT,
+                                    f"telemetry {self.telemetry_path}: {exc.strerror or exc}")) from exc
+
+    def event(self, kind: str, message: str, tick: int, t_s: float, fault: Fault | None = None) -> None:
+        """Queue a telemetry event (no-op without a telemetry file)."""
+        if self.writer is not None:
+            self.writer.event(kind, message, tick, t_s, None if fault is None else fault.as_dict())
+
+    def threads(self) -> list:
+        """The writer and server threads (they take the GIL: the loop raises their priority)."""
+        return [o._thread for o in (self.writer, self.server) if o is not None]
+
+    def close(self, summary: dict) -> str | None:
+        """Stop the socket, flush telemetry with ``summary``; never raises.
+
+        Returns
+        -------
+        str or None
+            The telemetry writer's error (disk full, ...), for the run's warnings.
+        """
+        if self.server is not None:
+            try:
+                self.server.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not fail
+                log.warning("closing the command socket: %s", exc)
+            self.server = None
+        if self.writer is not None:
+            try:
+                self.writer.close(summary)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("closing telemetry: %s", exc)
+            return self.writer.error
+        return None
