@@ -7,10 +7,11 @@
 - :class:`InProcessVirtualBus`: the engine in the caller's process, driven
   by simulated time, for bit-reproducible lockstep runs.
 - :class:`Plant` / :class:`IndependentServosPlant`: the physics interface
-  and its one-load-per-servo implementation (seed 000's actuator model).
+  and its one-load-per-servo implementation on the one servo model
+  (:class:`Actuator` = :class:`core_cy.actuator.ServoModel` + :class:`JointLoad`).
 """
 
-from servoloop.virtual_bus.actuator import AX18A_REFERENCE, ActuatorParams, default_actuator
+from servoloop.virtual_bus.actuator import AX18A_REFERENCE, Actuator, JointLoad, default_actuator
 from servoloop.virtual_bus.engine import BusEngine
 from servoloop.virtual_bus.faults import Fault, FaultSpecError, parse_faults
 from servoloop.virtual_bus.inprocess import InProcessVirtualBus
@@ -29,7 +30,8 @@ __all__ = [
     "InProcessVirtualBus",
     "Plant",
     "IndependentServosPlant",
-    "ActuatorParams",
+    "Actuator",
+    "JointLoad",
     "AX18A_REFERENCE",
     "default_actuator",
     "Fault",
