@@ -263,6 +263,7 @@ class ServoModel:
             if key in params:
                 out[ALIASES[key]] = params[key]
         stall, emf = None, None
+        base_emf = base.back_emf_nm_s_per_rad
         if "torque_limit" in params and params["torque_limit"] is not None:
             stall = params["torque_limit"] / base.voltage_ratio
         if "kt" in params and "R" in params:
@@ -272,7 +273,7 @@ class ServoModel:
             model = base.with_overrides(out, where)
             if stall is not None:
                 if emf is None:
-                    emf = model.back_emf_nm_s_per_rad
+                    emf = base_emf
                 w0 = math.inf if emf <= 0 else (stall - model.coulomb_nm) / (emf + model.viscous_nm_s_per_rad)
                 model = replace(model, stall_torque_nm=stall, no_load_speed_rad_s=w0)
         except (ServoModelError, TypeError) as e:
