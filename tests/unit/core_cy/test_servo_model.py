@@ -118,3 +118,15 @@ def test_independent_servos_check_their_inputs():
     j = IndependentServos([s], [0.01])
     with pytest.raises(ValueError, match="h must be > 0"):
         j.step(1, 0.0, [0.0], [True])
+
+
+def test_bench_kernel_on_a_servo_model_reaches_its_no_load_speed():
+    from servoloop.calibration.models import servo_model_vector
+    from servoloop.core_cy.actuator import simulate
+
+    s = default_servo_model("MX-64")
+    n = 3000
+    q, qd, _ = simulate(servo_model_vector(s), np.full(n, 50.0), np.ones(n, bool), s.supply_voltage_v,
+                        1e-3, 0.0, 0.0, 0.01, 0.0)
+    assert qd.max() <= s.no_load_speed_rad_s * (1 + 1e-9)
+    assert qd[-1] == pytest.approx(s.no_load_speed_rad_s, rel=1e-3)
