@@ -44,9 +44,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.actuator import layout as L
 
-__all__ = ["ModelSpec", "MODELS", "get_model", "XL330_ERROR_GAIN", "BAM_XL330_PUBLISHED", "XL330_DATASHEET_MOTOR"]
+__all__ = ["ModelSpec", "MODELS", "get_model", "XL330_ERROR_GAIN", "BAM_XL330_PUBLISHED", "XL330_DATASHEET_MOTOR",
+           "to_servo_model", "servo_model_vector"]
 
 # BAM's XL330 conversion: duty = kp_fw * err_rad * (4096/2pi) / (256 * 885)
 XL330_ERROR_GAIN = (4096.0 / (2.0 * math.pi)) / (256.0 * 885.0)
@@ -241,3 +243,31 @@ def get_model(name: str) -> ModelSpec:
         return MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+
+
+def to_servo_model(params: dict, base: ServoModel, kp_fw: float | None = None) -> ServoModel:
+    """Fitted parameters (a fit's ``params``) loaded into ``base``: see ``ServoModel.from_calibration``."""
+    return ServoModel.from_calibration({"params": dict(params)}, base, kp_fw=kp_fw)
+
+
+def servo_model_vector(model: ServoModel, torque_limit_nm: float = math.inf) -> np.ndarray:
+    """The bench kernel's parameter vector (NP,) of a :class:`ServoModel` (``MODE_PD``, one gain).
+
+    ``vin`` of the simulation is then the supply voltage: pass
+    ``model.supply_voltage_v`` to :func:`core_cy.actuator.simulate`.
+    """
+    p = np.zeros(L.NP)
+    p[L.P_MODE] = L.MODE_PD
+    p[L.P_KP_FW], p[L.P_GAIN] = 1.0, model.kp_nm_per_rad
+    p[L.P_KD] = model.kd_nm_s_per_rad
+    p[L.P_LIMIT] = min(torque_limit_nm, model.stall_torque_at_supply_nm)
+    p[L.P_FB] = model.coulomb_nm
+    p[L.P_VISC] = model.viscous_nm_s_per_rad
+    p[L.P_ARMATURE] = model.armature_kg_m2
+    p[L.P_STALL] = model.stall_torque_nm
+    p[L.P_EMF] = model.back_emf_nm_s_per_rad
+    p[L.P_V_RATED] = model.rated_voltage_v
+    p[L.P_OFF_DAMP] = model.torque_off_damping_nm_s_per_rad
+    p[L.P_VS], p[L.P_ALPHA], p[L.P_SUBSTEPS] = 1.0, 1.0, 1
+    p[L.P_MAX_CURRENT] = math.inf
+    return p

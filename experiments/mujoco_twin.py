@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.dynamics.urdf import parse_urdf
-from servoloop.core_cy.sim.model import ContactPoints, Ground, ServoParams
+from servoloop.core_cy.sim.model import ContactPoints, Ground
 
 __all__ = ["mjcf_from_urdf", "MujocoTwin", "Trajectory", "compare_trajectories",
            "euler_zyx", "PAPER_FIGURES"]
@@ -45,7 +46,7 @@ def _v(a) -> str:
     return " ".join(f"{float(x):.17g}" for x in a)
 
 
-def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoParams, ground: Ground | None = None,
+def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoModel, ground: Ground | None = None,
                    dt: float = 1e-3, mu: float = 0.8, integrator: str = "implicitfast",
                    solref=(0.005, 1.0), solimp=(0.9, 0.95, 0.001, 0.5, 2.0),
                    gravity: float = 9.81) -> str:
@@ -73,7 +74,7 @@ def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoParams, ground: Grou
         else:
             lines.append(
                 f'{pad}  <joint name="{t.joint_names[b]}" type="hinge" axis="{_v(t.axis[b])}" '
-                f'armature="{servo.armature:.17g}" frictionloss="{servo.kc:.17g}"/>')
+                f'armature="{servo.armature_kg_m2:.17g}" frictionloss="{servo.coulomb_nm:.17g}"/>')
         for i in geoms[b]:
             lines.append(
                 f'{pad}  <geom name="{points.names[i] if points.names else f"c{i}"}" type="sphere" '
@@ -84,8 +85,10 @@ def mjcf_from_urdf(urdf, points: ContactPoints, servo: ServoParams, ground: Grou
         lines.append(f"{pad}</body>")
         return lines
 
-    acts = [f'    <position joint="{j}" kp="{servo.kp:.17g}" kv="{servo.kd:.17g}" '
-            f'forcelimited="true" forcerange="{-servo.tau_max:.17g} {servo.tau_max:.17g}"/>'
+    # MuJoCo's position actuator has no motor line: the servo's back-EMF limit is left out
+    tau_max = servo.stall_torque_at_supply_nm
+    acts = [f'    <position joint="{j}" kp="{servo.kp_nm_per_rad:.17g}" kv="{servo.kd_nm_s_per_rad:.17g}" '
+            f'forcelimited="true" forcerange="{-tau_max:.17g} {tau_max:.17g}"/>'
             for j, jt in zip(t.joint_names, t.jtype, strict=True) if jt != 2]
     xml = [
         '<mujoco model="servoloop_twin">',
@@ -122,7 +125,7 @@ class Trajectory:
 class MujocoTwin:
     """MuJoCo model of the robot with state conversion to Pinocchio's layout."""
 
-    def __init__(self, urdf, points: ContactPoints, servo: ServoParams, ground=None,
+    def __init__(self, urdf, points: ContactPoints, servo: ServoModel, ground=None,
                  dt: float = 1e-3, mu: float = 0.8, **kw):
         import mujoco
 

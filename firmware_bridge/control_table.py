@@ -13,6 +13,7 @@ so code above this module can ask for the same name on any servo.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from servoloop.firmware_bridge.errors import UnknownModelError
 
 __all__ = [
     "Register",
+    "Datasheet",
     "ControlTable",
     "MODELS",
     "get_table",
@@ -68,13 +70,62 @@ class Register:
         return self.access == "RW"
 
 
+@dataclass(frozen=True)
+class Datasheet:
+    """A model's motor figures from its ROBOTIS e-Manual Specifications table.
+
+    The stall torque [N m], stall current [A] and no-load speed [rev/min] all
+    belong to one supply voltage ``voltage_v`` [V]; ``recommended_voltage_v``
+    is the page's recommended input voltage; ``gear_ratio`` is motor turns
+    per output turn; ``source`` the page.
+    """
+
+    voltage_v: float
+    recommended_voltage_v: float
+    stall_torque_nm: float
+    stall_current_a: float
+    no_load_speed_rpm: float
+    gear_ratio: float
+    source: str = ""
+
+    @property
+    def no_load_speed_rad_s(self) -> float:
+        """No-load output speed at ``voltage_v``, rad/s."""
+        return self.no_load_speed_rpm * 2.0 * math.pi / 60.0
+
+
+_DATASHEET_KEYS = {f for f in Datasheet.__dataclass_fields__}
+
+
+def _parse_datasheet(doc, source: str) -> Datasheet | None:
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{source}: datasheet must be a mapping of {sorted(_DATASHEET_KEYS)}")
+    missing = sorted(_DATASHEET_KEYS - {"source"} - set(doc))
+    unknown = sorted(set(doc) - _DATASHEET_KEYS)
+    if missing or unknown:
+        raise ValueError(f"{source}: datasheet: missing keys {missing}, unknown keys {unknown}")
+    values = {k: float(v) for k, v in doc.items() if k != "source"}
+    for k, v in values.items():
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{source}: datasheet {k} must be a number > 0, got {doc[k]!r}")
+    return Datasheet(source=str(doc.get("source", "")), **values)
+
+
 class ControlTable:
-    """The registers of one servo model; immutable after loading."""
+    """The registers of one servo model; immutable after loading.
+
+    ``datasheet`` (:class:`Datasheet` or None) holds the model's motor
+    figures: stall torque, no-load speed, their voltage, gear ratio.
+    """
 
     def __init__(self, name: str, model_number: int, protocol: int,
                  registers: dict[str, Register], stall_torque_nm: float | None = None,
-                 stall_current_a: float | None = None, source: str = ""):
+                 stall_current_a: float | None = None, source: str = "",
+                 datasheet: Datasheet | None = None):
         self.name = name
+        self.datasheet = datasheet
         self.model_number = model_number
         self.protocol = protocol
         self.registers = MappingProxyType(dict(registers))
@@ -140,7 +191,8 @@ def load_table(path: Path) -> ControlTable:
     with open(path) as f:
         doc = yaml.safe_load(f)
     source = str(path)
-    known = {"name", "model_number", "protocol", "registers", "stall_torque_nm", "stall_current_a"}
+    known = {"name", "model_number", "protocol", "registers", "stall_torque_nm", "stall_current_a",
+             "datasheet"}
     unknown = set(doc) - known
     if unknown:
         raise ValueError(f"{source}: unknown keys {sorted(unknown)}")
@@ -148,7 +200,8 @@ def load_table(path: Path) -> ControlTable:
     if doc["protocol"] not in (1, 2):
         raise ValueError(f"{source}: protocol must be 1 or 2")
     return ControlTable(str(doc["name"]), int(doc["model_number"]), int(doc["protocol"]), regs,
-                        doc.get("stall_torque_nm"), doc.get("stall_current_a"), source)
+                        doc.get("stall_torque_nm"), doc.get("stall_current_a"), source,
+                        _parse_datasheet(doc.get("datasheet"), source))
 
 
 @cache

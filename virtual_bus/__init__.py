@@ -7,7 +7,8 @@
 - :class:`InProcessVirtualBus`: the engine in the caller's process, driven
   by simulated time, for bit-reproducible lockstep runs.
 - :class:`Plant` / :class:`IndependentServosPlant`: the physics interface
-  and its one-load-per-servo implementation (seed 000's actuator model);
+  and its one-load-per-servo implementation on the one servo model
+  (:class:`Actuator` = :class:`core_cy.actuator.ServoModel` + :class:`JointLoad`);
   :mod:`.robot_plant`: the contact simulator behind the bus.
 
 Codec: the emulator frames packets with its own code (:mod:`.protocol2`,
@@ -15,20 +16,21 @@ Codec: the emulator frames packets with its own code (:mod:`.protocol2`,
 the pure-Python reference codec, never from the compiled ``_codec`` /
 ``_busio`` the bus uses.  Every HIL test therefore checks the compiled wire
 path against an independent implementation, on purpose.
+
+Names are imported on first use, so ``servoloop --help`` does not load the
+engine and its physics.
 """
 
-from servoloop.virtual_bus.actuator import AX18A_REFERENCE, ActuatorParams, default_actuator
-from servoloop.virtual_bus.engine import BusEngine
-from servoloop.virtual_bus.faults import Fault, FaultSpecError, parse_faults
-from servoloop.virtual_bus.inprocess import InProcessVirtualBus
-from servoloop.virtual_bus.plant import IndependentServosPlant, Plant
-from servoloop.virtual_bus.server import PtyServer
-from servoloop.virtual_bus.spec import (
-    ServoSpecError,
-    normalize_servos,
-    parse_servo_spec,
-    robot_servos,
-)
+import importlib as _importlib
+
+_LAZY = {
+    "AX18A_REFERENCE": "actuator", "Actuator": "actuator", "JointLoad": "actuator",
+    "default_actuator": "actuator", "BusEngine": "engine", "Fault": "faults",
+    "FaultSpecError": "faults", "parse_faults": "faults", "InProcessVirtualBus": "inprocess",
+    "IndependentServosPlant": "plant", "Plant": "plant", "PtyServer": "server",
+    "ServoSpecError": "spec", "normalize_servos": "spec", "parse_servo_spec": "spec",
+    "robot_servos": "spec",
+}
 
 __all__ = [
     "BusEngine",
@@ -36,7 +38,8 @@ __all__ = [
     "InProcessVirtualBus",
     "Plant",
     "IndependentServosPlant",
-    "ActuatorParams",
+    "Actuator",
+    "JointLoad",
     "AX18A_REFERENCE",
     "default_actuator",
     "Fault",
@@ -47,3 +50,9 @@ __all__ = [
     "normalize_servos",
     "robot_servos",
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(_importlib.import_module(f"servoloop.virtual_bus.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'servoloop.virtual_bus' has no attribute {name!r}")

@@ -1,105 +1,121 @@
-"""Actuator parameters of one virtual servo and their per-model defaults.
+"""What one virtual servo drives: the one servo model plus the load on its horn.
 
-The model is seed 000's (Tan et al., AX-18 on a Bioloid GP):
-``tau = -kp (q - q_goal) - kd qd - kc sgn(qd)``, the active part saturated
-at the stall torque.  Their identified AX-18A gains are kp = 9.272 N*m/rad,
-kd = 0.3069 N*m*s/rad, kc = 0.03 N*m.  Other models have no published
-identification here, so their gains, friction and default load inertia are
-the AX-18A's scaled by the datasheet stall-torque ratio: the step response
-then has the same natural frequency and damping ratio on every model, and a
-calibration test can still set exact values per servo.
+The servo's parameters are :class:`core_cy.actuator.ServoModel` (per-model
+defaults from the datasheet figures, :func:`core_cy.actuator.default_servo_model`);
+this module only adds the load of the bus's independent-joint plant: a
+rigid body of inertia ``inertia_kg_m2`` (the servo's armature is added),
+optionally a pendulum.  The default load is seed 000's: with the AX-18A a
+small foot-sized link, 4e-3 kg m^2 (damping ratio 0.80, a lightly
+underdamped step that settles in ~0.1 s), scaled by the stall-torque ratio
+on other models like the gains, so every model has the same step response.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
-__all__ = ["ActuatorParams", "AX18A_REFERENCE", "default_actuator", "with_overrides"]
+from servoloop.core_cy.actuator import ALIASES, ServoModel, ServoModelError, default_servo_model
+from servoloop.core_cy.actuator.defaults import stall_ratio
 
-# AX-18A datasheet stall torque (12 V) that seed 000's gains belong to.
-_AX18A_STALL_NM = 1.8
+__all__ = ["JointLoad", "Actuator", "AX18A_REFERENCE", "default_actuator", "with_overrides",
+           "OVERRIDE_KEYS"]
+
+_AX18A_LOAD_KG_M2 = 4.0e-3
 
 
 @dataclass(frozen=True)
-class ActuatorParams:
-    """Actuator model and load of one servo (SI units).
+class JointLoad:
+    """Load of one servo (SI units).
 
     Attributes
     ----------
-    kp : float
-        Position stiffness, N*m/rad, at the factory gain register values.
-    kd : float
-        Velocity damping while torque is on, N*m*s/rad.
-    kc : float
-        Coulomb friction, N*m (also holds the load still below it).
-    stall_torque : float
-        Saturation of the active torque, N*m.
-    inertia : float
-        Load + reflected rotor inertia about the joint axis, kg*m^2.
-    gravity_torque : float
-        m*g*l of a pendulum load, N*m (0: no gravity).  The gravity torque is
-        ``-gravity_torque * sin(q - gravity_down_rad)``.
+    inertia_kg_m2 : float
+        Load inertia about the joint axis, kg m^2 (the servo's armature is added).
+    gravity_torque_nm : float
+        m g l of a pendulum load, N m (0: no gravity); the gravity torque is
+        ``-gravity_torque_nm * sin(q - gravity_down_rad)``.
     gravity_down_rad : float
         Joint angle where the pendulum hangs straight down, rad.
-    damping_off : float
-        Viscous damping with torque off (gearbox only), N*m*s/rad.
     """
 
-    kp: float
-    kd: float
-    kc: float
-    stall_torque: float
-    inertia: float
-    gravity_torque: float = 0.0
+    inertia_kg_m2: float
+    gravity_torque_nm: float = 0.0
     gravity_down_rad: float = 0.0
-    damping_off: float = 0.0
 
     def __post_init__(self):
-        for name in ("kp", "kd", "kc", "stall_torque", "inertia", "gravity_torque", "damping_off"):
-            v = getattr(self, name)
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"actuator parameter {name} must be finite and >= 0, got {v!r}")
-        if self.inertia <= 0:
-            raise ValueError(f"actuator parameter inertia must be > 0 kg*m^2, got {self.inertia!r}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"load parameter {f.name} must be a finite number, got {v!r}")
+        if self.gravity_torque_nm < 0:
+            raise ValueError(f"load parameter gravity_torque_nm must be >= 0, got {self.gravity_torque_nm!r}")
+        if self.inertia_kg_m2 < 0:
+            raise ValueError(f"load parameter inertia_kg_m2 must be >= 0, got {self.inertia_kg_m2!r}")
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """One servo and its load."""
+
+    servo: ServoModel
+    load: JointLoad
+
+    def __post_init__(self):
+        if not self.inertia_kg_m2 > 0:
+            raise ValueError(f"actuator inertia (load {self.load.inertia_kg_m2} + armature "
+                             f"{self.servo.armature_kg_m2}) must be > 0 kg m^2")
+
+    @property
+    def inertia_kg_m2(self) -> float:
+        """Load plus reflected rotor inertia, kg m^2."""
+        return self.load.inertia_kg_m2 + self.servo.armature_kg_m2
 
     @property
     def natural_frequency(self) -> float:
-        """sqrt(kp / inertia), rad/s."""
-        return math.sqrt(self.kp / self.inertia)
+        """sqrt(kp / inertia) of the position loop, rad/s."""
+        return self.servo.natural_frequency(self.inertia_kg_m2)
 
     @property
     def damping_ratio(self) -> float:
         """kd / (2 sqrt(kp inertia)), dimensionless."""
-        return self.kd / (2.0 * math.sqrt(self.kp * self.inertia))
+        return self.servo.damping_ratio(self.inertia_kg_m2)
 
 
-# Seed 000's gains.  The inertia is ours: a small foot-sized link plus the
-# reflected rotor (about 4e-3 kg*m^2) gives a damping ratio of 0.80, a lightly
-# underdamped step that settles in ~0.1 s.
-AX18A_REFERENCE = ActuatorParams(
-    kp=9.272, kd=0.3069, kc=0.03, stall_torque=_AX18A_STALL_NM, inertia=4.0e-3,
-    damping_off=0.03,
-)
+def default_actuator(table) -> Actuator:
+    """Default actuator of a control table (``ControlTable``): the model's servo, seed 000's load."""
+    servo = default_servo_model(table.name)
+    return Actuator(servo, JointLoad(_AX18A_LOAD_KG_M2 * stall_ratio(table.name)))
 
 
-def default_actuator(table) -> ActuatorParams:
-    """Default actuator for a control table (``ControlTable``): AX-18A scaled by stall torque."""
-    stall = getattr(table, "stall_torque_nm", None) or _AX18A_STALL_NM
-    if getattr(table, "name", "") == "AX-18A":
-        return AX18A_REFERENCE
-    r = stall / _AX18A_STALL_NM
-    ref = AX18A_REFERENCE
-    return ActuatorParams(kp=ref.kp * r, kd=ref.kd * r, kc=ref.kc * r, stall_torque=stall,
-                          inertia=ref.inertia * r, damping_off=ref.damping_off * r)
+AX18A_REFERENCE = Actuator(default_servo_model("AX-18A"), JointLoad(_AX18A_LOAD_KG_M2))
+
+# Override keys: ServoModel fields (or their short aliases), JointLoad fields,
+# and the short load names ``inertia`` (load + armature, as identified on a
+# bench), ``gravity_torque``, ``gravity_down_rad``.
+_LOAD_ALIASES = {"inertia": "inertia", "gravity_torque": "gravity_torque_nm",
+                 "gravity_down_rad": "gravity_down_rad"}
+OVERRIDE_KEYS = frozenset({f.name for f in fields(ServoModel)} | set(ALIASES)
+                          | {f.name for f in fields(JointLoad)} | set(_LOAD_ALIASES))
 
 
-def with_overrides(params: ActuatorParams, overrides: dict | None) -> ActuatorParams:
-    """``params`` with fields replaced; unknown keys are a ValueError naming them."""
+def with_overrides(actuator: Actuator, overrides: dict | None, where: str = "actuator overrides") -> Actuator:
+    """``actuator`` with fields replaced; unknown keys are a ValueError naming them."""
     if not overrides:
-        return params
-    known = set(ActuatorParams.__dataclass_fields__)
-    bad = sorted(set(overrides) - known)
+        return actuator
+    bad = sorted(set(overrides) - OVERRIDE_KEYS)
     if bad:
-        raise ValueError(f"unknown actuator parameter(s) {bad}; known: {sorted(known)}")
-    return replace(params, **{k: float(v) for k, v in overrides.items()})
+        raise ValueError(f"{where}: unknown actuator parameter(s) {bad}; known: {sorted(OVERRIDE_KEYS)}")
+    load_keys = {f.name for f in fields(JointLoad)} | set(_LOAD_ALIASES)
+    servo_over = {k: float(v) for k, v in overrides.items() if k not in load_keys}
+    try:
+        servo = actuator.servo.with_overrides(servo_over, where)
+    except ServoModelError as e:
+        raise ValueError(str(e)) from None
+    load = {}
+    for k, v in overrides.items():
+        if k in load_keys:
+            name = _LOAD_ALIASES.get(k, k)
+            load["inertia_kg_m2" if name == "inertia" else name] = (
+                float(v) - servo.armature_kg_m2 if name == "inertia" else float(v))
+    return Actuator(servo, replace(actuator.load, **load))

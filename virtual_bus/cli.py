@@ -62,7 +62,8 @@ def add_arguments(p) -> None:
                    help="Return Delay Time register (2 us units) of every servo; default: factory (250)")
     p.add_argument("--actuator", metavar="SPEC",
                    help='actuator parameters per servo, e.g. "1-3:kp=9.272:kd=0.3069:inertia=0.004" '
-                        "(fields: kp kd kc stall_torque inertia gravity_torque gravity_down_rad damping_off)")
+                        "(fields: kp kd kc stall_torque damping_off inertia gravity_torque gravity_down_rad, "
+                        "or any ServoModel / JointLoad field, e.g. no_load_speed_rad_s supply_voltage_v)")
     p.add_argument("--plant", metavar="MODULE:FUNCTION",
                    help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
                         "; 'independent' = one independent load per servo (the default, except for a "

@@ -10,14 +10,25 @@ ground instead of one free load per servo; from the command line:
 Servo i drives the joint named by the robot config's ``servos[i].joint``;
 servo angles are joint angles (the built-in robots have offset 0 and
 direction 1; other offsets belong to the daemon's joint<->servo mapping).
+Each joint gets the servo model of the servo that drives it
+(:func:`core_cy.sim.model.simulator_servo_model`: XM430-W350 on the
+quadruped, AX-18A on the humanoid), so the simulated joints obey the same
+law, torque limits and no-load speeds as the independent-servo plant.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from servoloop.core_cy.dynamics._dynamics import Model
-from servoloop.core_cy.sim.model import ContactPoints, box_corners, contact_points_from_urdf
+from servoloop.core_cy.sim.model import (
+    ContactPoints,
+    box_corners,
+    contact_points_from_urdf,
+    simulator_servo_model,
+)
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 
 __all__ = ["RobotPlant", "TRUNK_BOXES", "SETTLE_S", "make_plant"]
@@ -77,8 +88,15 @@ class RobotPlant:
             points = ContactPoints(np.zeros(0, np.int32), np.zeros((0, 3)), np.zeros(0))
         if name in TRUNK_BOXES and floating:
             points = ContactPoints.concat([points, box_corners(0, TRUNK_BOXES[name], name="trunk")])
-        sim = Simulator(model, points, config or SimConfig())
         joints = [s.joint for s in cfg.servos]
+        config = config or SimConfig()
+        if config.servo == SimConfig().servo:
+            # the default servo: each joint gets the model of the servo that drives it
+            by_joint = {s.joint: s.model for s in cfg.servos}
+            config = replace(config, servo=tuple(
+                simulator_servo_model(by_joint[j]) if j in by_joint else config.servo
+                for j in model.actuated_joint_names))
+        sim = Simulator(model, points, config)
         if pose is None:
             pose = cfg.controller.params.get("pose", {}) or {}
         plant = cls(sim, joints)

@@ -106,10 +106,15 @@ def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
 
 
 def parse_actuator_spec(spec: str) -> dict[int, dict[str, float]]:
-    """``"1-3:kp=9.272:kd=0.3069,4:inertia=0.01"`` -> {id: {field: value}} (ActuatorParams fields)."""
-    from servoloop.virtual_bus.actuator import ActuatorParams
+    """``"1-3:kp=9.272:kd=0.3069,4:inertia=0.01"`` -> {id: {field: value}}.
 
-    fields = set(ActuatorParams.__dataclass_fields__)
+    Fields: :class:`core_cy.actuator.ServoModel` fields or their short
+    aliases (kp, kd, kc, stall_torque, ...), :class:`virtual_bus.JointLoad`
+    fields, ``inertia`` (load + armature), ``gravity_torque``, ``gravity_down_rad``.
+    """
+    from servoloop.virtual_bus.actuator import OVERRIDE_KEYS
+
+    fields = set(OVERRIDE_KEYS)
     out: dict[int, dict[str, float]] = {}
     for k, item in enumerate(spec.split(","), start=1):
         where = f"--actuator item {k} {item.strip()!r}"

@@ -5,7 +5,10 @@ reference (core_cy/actuator/reference.py).
 One float64 vector of ``NP`` entries describes one servo on one log.  Two
 drives:
 
-* ``MODE_PD`` (seed 000): motor torque ``gain*kp_fw*(goal - q) - kd*qd``,
+* ``MODE_PD`` (seed 000, the one servo law of core_cy/actuator/_law.pxd):
+  motor torque ``gain*kp_fw*(goal - q) - kd*qd`` bounded by the motor line
+  ``+-stall*vin/v_rated - emf*qd`` (``P_STALL``, ``P_EMF``, ``P_V_RATED``;
+  ``P_STALL`` 0 or inf: none; ``P_V_RATED`` 0: ``vin`` is taken as rated), then
   clipped to ``+-limit`` (``P_LIMIT``, N*m).
 * ``MODE_VOLTAGE`` (BAM): ``duty = clip(gain*kp_fw*(goal - q), +-limit)``,
   ``V = vin*duty`` (``vin`` per step: the recorded supply voltage or a
@@ -14,8 +17,9 @@ drives:
 
 Friction is BAM's friction budget (models M1-M6 are special cases):
 ``f = fb + fs*s + |te*lfe - tm*lfm| + s*|te*lfes - tm*lfms| + quad`` and
-``viscous*|qd|``, applied by clipping the stopping torque; ``s =
-exp(-|qd/vs|^alpha)``.  BAM's non-directional load term ``lfb*|te - tm|``
+``viscous*|qd|`` (plus ``P_OFF_DAMP*|qd|`` while torque is off: the
+torque-off damping of :class:`core_cy.actuator.model.ServoModel`), applied
+by clipping the stopping torque; ``s = exp(-|qd/vs|^alpha)``.  BAM's non-directional load term ``lfb*|te - tm|``
 is ``lfe = lfm = lfb``.
 """
 
@@ -23,7 +27,8 @@ __all__ = [
     "MODE_PD", "MODE_VOLTAGE", "NP",
     "P_MODE", "P_KP_FW", "P_GAIN", "P_LIMIT", "P_KT", "P_R", "P_KD", "P_ARMATURE",
     "P_Q_OFFSET", "P_MAX_CURRENT", "P_FB", "P_FS", "P_LFM", "P_LFE", "P_LFMS", "P_LFES",
-    "P_LFMQ", "P_LFEQ", "P_VS", "P_ALPHA", "P_VISC", "P_INTEGRATOR", "P_SUBSTEPS", "P_ASYM", "P_DUTY0", "P_DUTY0_ERR", "P_KE", "NAMES",
+    "P_LFMQ", "P_LFEQ", "P_VS", "P_ALPHA", "P_VISC", "P_INTEGRATOR", "P_SUBSTEPS", "P_ASYM", "P_DUTY0", "P_DUTY0_ERR", "P_KE",
+    "P_STALL", "P_EMF", "P_V_RATED", "P_OFF_DAMP", "NAMES",
 ]
 
 MODE_PD = 0.0
@@ -56,7 +61,11 @@ P_ASYM = 23        # drive asymmetry a: motor torque x (1 + a*sgn(tau)) [-]
 P_DUTY0 = 24       # duty offset d0 (voltage drive): duty += d0*tanh(err/e0) [-]
 P_DUTY0_ERR = 25   # e0 of the duty offset [rad] (> 0)
 P_KE = 26          # back-EMF constant [V*s/rad] (= kt for an ideal motor and gearbox)
-NP = 27
+P_STALL = 27       # PD: stall torque at the rated voltage [N*m] (0 or inf: no motor line)
+P_EMF = 28         # PD: back-EMF slope of the motor line [N*m*s/rad]
+P_V_RATED = 29     # PD: voltage the stall torque belongs to [V] (0: vin is rated)
+P_OFF_DAMP = 30    # damping with torque off [N*m*s/rad]
+NP = 31
 
 NAMES = (
     "mode", "kp_fw", "gain", "limit", "kt", "R", "kd", "armature", "q_offset",
@@ -65,4 +74,5 @@ NAMES = (
     "load_friction_external_stribeck", "load_friction_motor_quad",
     "load_friction_external_quad", "dtheta_stribeck", "alpha", "friction_viscous",
     "integrator", "substeps", "drive_asymmetry", "duty_offset", "duty_offset_err", "back_emf",
+    "stall_torque", "motor_line_slope", "rated_voltage", "torque_off_damping",
 )

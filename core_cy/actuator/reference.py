@@ -1,6 +1,7 @@
-"""Slow NumPy reference of the servo + pendulum simulation (core_cy/actuator/_actuator.pyx).
+"""Slow NumPy references of the servo law (core_cy/actuator/_law.pxd) and of the
+servo + pendulum simulation (core_cy/actuator/_actuator.pyx).
 
-It follows BAM's ``Simulator.step`` line by line (Rhoban/bam
+The simulation follows BAM's ``Simulator.step`` line by line (Rhoban/bam
 ``bam/simulate.py``, ``bam/model.py``, ``bam/actuator.py``), generalised to
 the parameter vector of :mod:`core_cy.actuator.layout`.
 """
@@ -16,6 +17,7 @@ from servoloop.core_cy.actuator.layout import (
     P_ASYM,
     P_DUTY0,
     P_DUTY0_ERR,
+    P_EMF,
     P_FB,
     P_FS,
     P_GAIN,
@@ -33,14 +35,42 @@ from servoloop.core_cy.actuator.layout import (
     P_LIMIT,
     P_MAX_CURRENT,
     P_MODE,
+    P_OFF_DAMP,
     P_Q_OFFSET,
     P_R,
+    P_STALL,
     P_SUBSTEPS,
+    P_V_RATED,
     P_VISC,
     P_VS,
 )
 
-__all__ = ["simulate_reference", "motor_torque_reference", "friction_budget_reference"]
+__all__ = ["simulate_reference", "motor_torque_reference", "friction_budget_reference",
+           "servo_torque_reference", "DRIVE_POSITION", "DRIVE_VELOCITY", "DRIVE_TORQUE"]
+
+DRIVE_POSITION, DRIVE_VELOCITY, DRIVE_TORQUE = 0, 1, 2
+
+
+def servo_torque_reference(drive, on, kp, kd, kv, stall, emf, limit, goal, q, qd, command):
+    """The servo law on arrays (n,): active torque [N m] and its slope d tau / d qd.
+
+    demand by drive (0 position ``kp (goal - q) - kd qd``, 1 velocity
+    ``kv (command - qd)``, 2 torque ``command``); bounded by the motor line
+    ``[-stall - emf qd, stall - emf qd]``, then by ``+-limit``; 0 with torque off.
+    """
+    drive = np.asarray(drive)
+    demand = np.where(drive == DRIVE_VELOCITY, kv * (command - qd),
+                      np.where(drive == DRIVE_TORQUE, command, kp * (goal - q) - kd * qd))
+    slope = np.where(drive == DRIVE_VELOCITY, -kv, np.where(drive == DRIVE_TORQUE, 0.0, -kd))
+    hi, lo = stall - emf * qd, -stall - emf * qd
+    line = (demand > hi) | (demand < lo)
+    tau = np.clip(demand, lo, hi)
+    slope = np.where(line, -emf, slope)
+    capped = np.abs(tau) > limit
+    tau = np.clip(tau, -limit, limit)
+    slope = np.where(capped, 0.0, slope)
+    on = np.asarray(on, dtype=bool)
+    return np.where(on, tau, 0.0), np.where(on, slope, 0.0)
 
 
 def motor_torque_reference(p, goal, q, qd, vin, torque_on):
@@ -49,7 +79,10 @@ def motor_torque_reference(p, goal, q, qd, vin, torque_on):
         return 0.0
     err = goal - q
     if p[P_MODE] == MODE_PD:
+        ratio = vin / p[P_V_RATED] if p[P_V_RATED] > 0 else 1.0
         tau = p[P_GAIN] * p[P_KP_FW] * err - p[P_KD] * qd
+        stall = p[P_STALL] * ratio if p[P_STALL] > 0 else math.inf
+        tau = min(max(tau, -stall - p[P_EMF] * qd), stall - p[P_EMF] * qd)
         tau = float(np.clip(tau, -p[P_LIMIT], p[P_LIMIT]))
         return tau * (1.0 + p[P_ASYM] * np.sign(tau))
     duty = err * p[P_KP_FW] * p[P_GAIN] + p[P_DUTY0] * math.tanh(err / p[P_DUTY0_ERR])
@@ -119,6 +152,8 @@ def simulate_reference(p, goal, torque_on, vin, dt, q0, qd0, load_inertia, load_
             te = -load_mgl * math.sin(qe)
             tm = motor_torque_reference(p, goal[k], q, qd, vin[k], bool(torque_on[k]))
             f, visc = friction_budget_reference(p, tm, te, qd)
+            if not torque_on[k]:
+                visc += p[P_OFF_DAMP]
             net = tm + te
             tau_stop = (inertia / h) * qd + net
             net -= np.sign(tau_stop) * min(abs(tau_stop), f + visc * abs(qd))
@@ -129,3 +164,25 @@ def simulate_reference(p, goal, torque_on, vin, dt, q0, qd0, load_inertia, load_
                 q += 0.5 * acc * h * h
         tau_out[k] = tm
     return q_out, qd_out, tau_out
+
+
+def step_independent_reference(S, goal, on, drive, command, n_sub, h, q, qd):
+    """NumPy reference of ``_actuator.step_independent`` (core_cy/actuator/independent.py).
+
+    S (n, 12): columns of :data:`core_cy.actuator.independent.COLUMNS`.
+    Returns new (q, qd, tau) arrays (n,).
+    """
+    S = np.asarray(S, dtype=float)
+    q, qd = np.array(q, dtype=float), np.array(qd, dtype=float)
+    tau = np.zeros(len(q))
+    on = np.asarray(on, dtype=bool)
+    kp, kd, kv, stall, emf, limit, coulomb, visc, off, inertia, mgl, qdown = S.T
+    for _ in range(int(n_sub)):
+        tau, _ = servo_torque_reference(drive, on, kp, kd, kv, stall, emf, limit, goal, q, qd, command)
+        net = tau - mgl * np.sin(q - qdown)
+        f = coulomb + (visc + np.where(on, 0.0, off)) * np.abs(qd)
+        tau_stop = inertia / h * qd + net
+        net = net - np.sign(tau_stop) * np.minimum(np.abs(tau_stop), f)
+        qd = qd + net / inertia * h
+        q = q + qd * h
+    return q, qd, tau

@@ -28,12 +28,16 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
+from servoloop.core_cy.actuator._law cimport DRIVE_POSITION, passive_damping, servo_torque
 from servoloop.core_cy.dynamics._dynamics cimport Model, Data, ModelC, DataC, fk_c, rnea_c, crba_c, integrate_c
 from servoloop.core_cy.contact._kernels cimport (
     ContactLaw, LCPStats, contact_force, contact_damping, plane_frame, pgs_solve,
 )
 
 __all__ = ["SimCore"]
+
+# Per-joint servo parameters (see core_cy/sim/simulator.py _SERVO_ARRAYS)
+_SERVO_ARRAYS = ("kp", "kd", "kc", "tau_max", "armature", "stall", "emf", "viscous", "off_damping")
 
 cdef enum:
     MODE_COMPLIANT = 0
@@ -58,8 +62,12 @@ cdef struct SimParams:
     const double* kp                 # (na,) servo arrays
     const double* kd
     const double* kc
-    const double* tau_max
+    const double* tau_max           # torque limit [N m]
     const double* armature
+    const double* stall              # stall torque at the supply [N m]
+    const double* emf                # motor line slope [N m s/rad]
+    const double* viscous            # gearbox viscous friction [N m s/rad]
+    const double* off_damping        # torque-off damping [N m s/rad]
     const double* q_lo               # (na,) joint stops [rad] (-inf/+inf: none)
     const double* q_hi
     double sign_band
@@ -157,14 +165,17 @@ cdef void _chol_solve(int n, const double* L, double* x) noexcept nogil:
 
 cdef void _servo(const SimParams* P, const double* q, const double* v, const double* goal,
                  const unsigned char* on, double* tau, double* damp) noexcept nogil:
-    """Seed-000 servo: tau = clip(kp (goal - q) - kd qd - kc sgn(qd), +-tau_max); with
-    torque off only the gearbox's -kc sgn(qd) stays; plus the one-sided compliant
-    joint stop past q_lo/q_hi (torque on or off).
+    """The one servo law (core_cy/actuator/_law.pxd) at every actuated joint, plus the
+    one-sided compliant joint stop past q_lo/q_hi (torque on or off).
 
-    damp: -d tau / d qd where the servo is not saturated (for the implicit step).
+    Motor torque: seed 000's PD demand bounded by the motor line at the supply
+    voltage and the torque limit (0 with torque off: the drive is open); the
+    gearbox: -kc sgn(qd) (sgn regularised over sign_band) - viscous qd, plus
+    the torque-off damping when off.  damp: -d tau / d qd (for the implicit step).
     """
     cdef int j
-    cdef double qd, sg, t, dsg, qj
+    cdef double qd, sg, t, dsg, qj, slope = 0.0, c
+    cdef bint is_on
     memset(tau, 0, P.nv * sizeof(double))
     memset(damp, 0, P.nv * sizeof(double))
     for j in range(P.na):
@@ -189,19 +200,12 @@ cdef void _servo(const SimParams* P, const double* q, const double* v, const dou
         elif sg < -1.0:
             sg = -1.0
             dsg = 0.0
-        if not on[j]:
-            # torque off: the drive is open, the gearbox friction stays
-            tau[P.va + j] += -P.kc[j] * sg
-            damp[P.va + j] += P.kc[j] * dsg
-            continue
-        t = P.kp[j] * (goal[j] - q[P.qa + j]) - P.kd[j] * qd - P.kc[j] * sg
-        if t > P.tau_max[j]:
-            t = P.tau_max[j]
-        elif t < -P.tau_max[j]:
-            t = -P.tau_max[j]
-        else:
-            damp[P.va + j] += P.kd[j] + P.kc[j] * dsg
-        tau[P.va + j] += t
+        is_on = on[j] != 0
+        t = servo_torque(DRIVE_POSITION, is_on, P.kp[j], P.kd[j], 0.0, P.stall[j], P.emf[j],
+                         P.tau_max[j], goal[j], qj, qd, 0.0, &slope)
+        c = passive_damping(P.viscous[j], P.off_damping[j], is_on)
+        tau[P.va + j] += t - P.kc[j] * sg - c * qd
+        damp[P.va + j] += -slope + P.kc[j] * dsg + c
 
 
 cdef void _contact_geometry(const SimParams* P, const DataC* d, Work* W) noexcept nogil:
@@ -508,7 +512,7 @@ cdef class SimCore:
             "mu": np.empty((n_env, ncp)),
         }
         keep["mu"][:] = mu
-        for k in ("kp", "kd", "kc", "tau_max", "armature", "q_lo", "q_hi"):
+        for k in _SERVO_ARRAYS + ("q_lo", "q_hi"):
             keep[k] = np.empty((n_env, self.na))  # writable copies, one row per environment
             keep[k][:] = servo_arrays[k]
         P = &self.P
@@ -568,6 +572,10 @@ cdef class SimCore:
             P.kc = _ptr(keep["kc"][i])
             P.tau_max = _ptr(keep["tau_max"][i])
             P.armature = _ptr(keep["armature"][i])
+            P.stall = _ptr(keep["stall"][i])
+            P.emf = _ptr(keep["emf"][i])
+            P.viscous = _ptr(keep["viscous"][i])
+            P.off_damping = _ptr(keep["off_damping"][i])
             P.q_lo = _ptr(keep["q_lo"][i])
             P.q_hi = _ptr(keep["q_hi"][i])
         offsets = {}
@@ -614,11 +622,11 @@ cdef class SimCore:
             W.stats.complementarity = 0.0
 
     def servo_array(self, str name):
-        """The live servo parameter ``name`` (kp, kd, kc, tau_max, armature), (n_env, na).
+        """The live servo parameter ``name`` (one of _SERVO_ARRAYS), (n_env, na).
 
         Writes take effect at the next step (the kernel reads it in place).
         """
-        if name not in ("kp", "kd", "kc", "tau_max", "armature"):
+        if name not in _SERVO_ARRAYS:
             raise KeyError(f"SimCore.servo_array: no servo parameter {name!r}")
         return self._keep[name]
 

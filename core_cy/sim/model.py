@@ -1,5 +1,5 @@
 """What the simulator needs besides the rigid-body model: contact geometry,
-ground plane, servo actuator parameters and solver settings.
+ground plane, the servos' models and joint settings, solver settings.
 
 Contact geometry is read from the URDF's ``<collision>`` elements: a sphere
 becomes one contact candidate (body, centre in the body frame, radius), a
@@ -16,11 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from servoloop.core_cy.actuator import ServoModel, default_servo_model
 from servoloop.core_cy.dynamics.urdf import parse_urdf, rpy_to_matrix
 
 __all__ = [
     "ContactPoints",
-    "ServoParams",
+    "JointSettings",
+    "SIM_XM430_GAINS",
+    "simulator_servo_model",
     "RigidSettings",
     "Ground",
     "contact_points_from_urdf",
@@ -28,37 +31,44 @@ __all__ = [
 ]
 
 
+# The quadruped's XM430-W350 in the simulator: the datasheet motor line (stall
+# torque, no-load speed at 12 V) with kd, kc and armature from the ToddlerBot
+# XM430 identification (FIELD-NOTES d2) and kp our choice (the smallest round
+# value with which the built-in quadruped's trot walks forward instead of
+# sagging and scuffing).  That identification has no torque-off damping of its
+# own (its frictionloss is the whole torque-off resistance), so none here.
+SIM_XM430_GAINS = {"kp_nm_per_rad": 20.0, "kd_nm_s_per_rad": 0.15, "coulomb_nm": 0.134,
+                   "armature_kg_m2": 0.0012, "torque_off_damping_nm_s_per_rad": 0.0}
+
+
+def simulator_servo_model(model: str = "XM430-W350") -> ServoModel:
+    """The servo model the simulator gives a joint driven by a ``model`` servo.
+
+    The model's defaults (:func:`core_cy.actuator.default_servo_model`), with
+    the identified XM430 gains above for the XM430-W350.
+    """
+    servo = default_servo_model(model)
+    if servo.model == "XM430-W350":
+        servo = servo.with_overrides(SIM_XM430_GAINS)
+    return servo
+
+
 @dataclass(frozen=True)
-class ServoParams:
-    """Seed-000 position-mode servo at every actuated joint (XM430-W350 defaults).
+class JointSettings:
+    """How the simulator applies the servo law at its joints, and the joint stops.
 
-    tau = clip(-kp (q - q_goal) - kd qd - kc sgn(qd), -tau_max, tau_max); with
-    torque off the drive is open and only the gearbox friction -kc sgn(qd)
-    stays (a powered-off Dynamixel is stiff to back-drive; BAM's torque-off
-    pendulum segments come to rest quickly).  sgn is regularised linearly over |qd| < sign_band so explicit
-    integrators do not chatter.  armature is the reflected rotor inertia added
-    to each actuated joint's diagonal of M.  kd, kc and armature are the
-    ToddlerBot XM430 identification (FIELD-NOTES d2); kp is our choice (the
-    smallest round value with which the built-in quadruped's trot walks
-    forward instead of sagging and scuffing).
+    The servo's Coulomb friction ``-coulomb sgn(qd)`` has sgn regularised
+    linearly over ``|qd| < sign_band`` [rad/s] so explicit integrators do
+    not chatter.  Past the model's position limits a joint meets a
+    compliant mechanical stop (the bracket and horn of a real servo), torque
+    on or off: ``tau_stop = -stop_stiffness (q - limit) - stop_damping qd``,
+    one-sided (it pushes out of the stop, never pulls in); stop_stiffness = 0
+    disables it.  Without it a robot that lies down with torque off folds
+    its knees through the limits, which no real robot can.
 
-    Past the model's position limits a joint meets a compliant mechanical
-    stop (the bracket and horn of a real servo), torque on or off:
-    tau_stop = -stop_stiffness (q - limit) - stop_damping qd, one-sided (it
-    pushes out of the stop, never pulls in); stop_stiffness = 0 disables it.
-    Without it a robot that lies down with torque off folds its knees
-    through the limits, which no real robot can.
-
-    Attributes: kp [N m/rad], kd [N m s/rad], kc [N m], tau_max [N m],
-    armature [kg m^2], sign_band [rad/s], stop_stiffness [N m/rad],
-    stop_damping [N m s/rad].
+    Attributes: sign_band [rad/s], stop_stiffness [N m/rad], stop_damping [N m s/rad].
     """
 
-    kp: float = 20.0
-    kd: float = 0.15
-    kc: float = 0.134
-    tau_max: float = 4.1
-    armature: float = 0.0012
     sign_band: float = 0.05
     # A leg of the built-in quadruped (~0.2 N m of gravity) rests 4 mrad
     # into a stop; with the armature the stop rings at ~25 Hz, damping ratio ~0.5.

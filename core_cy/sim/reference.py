@@ -19,39 +19,60 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from servoloop.core_cy.actuator import ServoModel
+from servoloop.core_cy.actuator.reference import servo_torque_reference
 from servoloop.core_cy.contact.laws import ContactLaw, contact_force, plane_frame, solve_lcp_pgs
 from servoloop.core_cy.contact.reference import contact_damping
-from servoloop.core_cy.sim.model import ContactPoints, Ground, RigidSettings, ServoParams
+from servoloop.core_cy.sim.model import (
+    ContactPoints,
+    Ground,
+    JointSettings,
+    RigidSettings,
+    simulator_servo_model,
+)
 
 __all__ = ["ReferenceSimulator", "servo_torque", "stop_torque"]
 
 
-def servo_torque(servo: ServoParams, q, qd, goal, torque_on) -> np.ndarray:
-    """Seed-000 servo torque [N m] for joint angles q, rates qd, goals (n,)."""
-    sgn = np.clip(qd / servo.sign_band, -1.0, 1.0)
-    tau = servo.kp * (goal - q) - servo.kd * qd - servo.kc * sgn
-    # torque off: the drive is open, the gearbox friction stays
-    return np.where(torque_on, np.clip(tau, -servo.tau_max, servo.tau_max), -servo.kc * sgn)
+def _law(servo: ServoModel, q, qd, goal, torque_on):
+    n = len(q)
+    full = np.full(n, 1.0)
+    return servo_torque_reference(
+        np.zeros(n, dtype=int), torque_on, servo.kp_nm_per_rad * full, servo.kd_nm_s_per_rad * full,
+        0.0 * full, servo.stall_torque_at_supply_nm * full, servo.back_emf_nm_s_per_rad * full,
+        servo.stall_torque_at_supply_nm * full, goal, q, qd, 0.0 * full)
 
 
-def servo_damping(servo: ServoParams, q, qd, goal, torque_on) -> np.ndarray:
-    """-d tau / d qd (n,) where the servo is not saturated (implicit step)."""
-    tau = servo.kp * (goal - q) - servo.kd * qd - servo.kc * np.clip(qd / servo.sign_band, -1, 1)
-    dc = np.where(np.abs(qd) < servo.sign_band, servo.kc / servo.sign_band, 0.0)
-    return np.where(torque_on, np.where(np.abs(tau) < servo.tau_max, servo.kd + dc, 0.0), dc)
+def _passive(servo: ServoModel, torque_on):
+    return servo.viscous_nm_s_per_rad + np.where(torque_on, 0.0, servo.torque_off_damping_nm_s_per_rad)
 
 
-def stop_torque(servo: ServoParams, lo, hi, q, qd) -> np.ndarray:
+def servo_torque(servo: ServoModel, joints: JointSettings, q, qd, goal, torque_on) -> np.ndarray:
+    """The servo law's torque [N m] for joint angles q, rates qd, goals (n,): motor torque
+    (0 with torque off) less the gearbox friction, its sgn regularised over sign_band."""
+    sgn = np.clip(qd / joints.sign_band, -1.0, 1.0)
+    motor, _ = _law(servo, q, qd, goal, torque_on)
+    return motor - servo.coulomb_nm * sgn - _passive(servo, torque_on) * qd
+
+
+def servo_damping(servo: ServoModel, joints: JointSettings, q, qd, goal, torque_on) -> np.ndarray:
+    """-d tau / d qd (n,) of :func:`servo_torque` (implicit step)."""
+    _, slope = _law(servo, q, qd, goal, torque_on)
+    dc = np.where(np.abs(qd) < joints.sign_band, servo.coulomb_nm / joints.sign_band, 0.0)
+    return -slope + dc + _passive(servo, torque_on)
+
+
+def stop_torque(joints: JointSettings, lo, hi, q, qd) -> np.ndarray:
     """One-sided compliant joint-stop torque [N m] past the limits lo/hi (n,)."""
-    k, d = servo.stop_stiffness, servo.stop_damping
+    k, d = joints.stop_stiffness, joints.stop_damping
     up = np.minimum(-k * (q - hi) - d * qd, 0.0)
     down = np.maximum(k * (lo - q) - d * qd, 0.0)
     return np.where(k > 0, np.where(q > hi, up, np.where(q < lo, down, 0.0)), 0.0)
 
 
-def stop_damping(servo: ServoParams, lo, hi, q, qd) -> np.ndarray:
+def stop_damping(joints: JointSettings, lo, hi, q, qd) -> np.ndarray:
     """-d tau_stop / d qd (n,) where a stop is pushing."""
-    return np.where(stop_torque(servo, lo, hi, q, qd) != 0.0, servo.stop_damping, 0.0)
+    return np.where(stop_torque(joints, lo, hi, q, qd) != 0.0, joints.stop_damping, 0.0)
 
 
 class ReferenceSimulator:
@@ -61,14 +82,15 @@ class ReferenceSimulator:
     """
 
     def __init__(self, urdf, points: ContactPoints, law: ContactLaw | None = None,
-                 servo: ServoParams | None = None, ground: Ground | None = None,
+                 servo: ServoModel | None = None, ground: Ground | None = None,
                  mode: str = "compliant", integrator: str = "euler", dt: float = 1e-3,
-                 rigid: RigidSettings | None = None):
+                 rigid: RigidSettings | None = None, joints: JointSettings | None = None):
         self.model = pin.buildModelFromUrdf(str(urdf), pin.JointModelFreeFlyer())
         self.data = self.model.createData()
         self.points = points
         self.law = law or ContactLaw()
-        self.servo = servo or ServoParams()
+        self.servo = servo or simulator_servo_model()
+        self.joints = joints or JointSettings()
         self.ground = ground or Ground()
         self.mode, self.integrator, self.dt = mode, integrator, dt
         self.rigid = rigid or RigidSettings()
@@ -105,13 +127,13 @@ class ReferenceSimulator:
     def _mass(self, q):
         M = pin.crba(self.model, self.data, q)
         M = np.triu(M) + np.triu(M, 1).T
-        M[6:, 6:] += np.eye(self.n) * self.servo.armature
+        M[6:, 6:] += np.eye(self.n) * self.servo.armature_kg_m2
         return M
 
     def _tau(self, q, v, goal, on):
         tau = np.zeros(self.model.nv)
-        tau[6:] = (servo_torque(self.servo, q[7:], v[6:], goal, on)
-                   + stop_torque(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
+        tau[6:] = (servo_torque(self.servo, self.joints, q[7:], v[6:], goal, on)
+                   + stop_torque(self.joints, self.q_lo, self.q_hi, q[7:], v[6:]))
         return tau
 
     # -- compliant --------------------------------------------------------
@@ -127,8 +149,8 @@ class ReferenceSimulator:
     def _damping_matrix(self, q, v, goal, on, gaps, pts, vel):
         """D (nv, nv): servo damping plus J^T D_c J of every touching contact."""
         D = np.zeros((self.model.nv, self.model.nv))
-        D[6:, 6:] = np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on)
-                            + stop_damping(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
+        D[6:, 6:] = np.diag(servo_damping(self.servo, self.joints, q[7:], v[6:], goal, on)
+                            + stop_damping(self.joints, self.q_lo, self.q_hi, q[7:], v[6:]))
         for i in range(len(gaps)):
             if gaps[i] >= 0:
                 continue
@@ -186,8 +208,8 @@ class ReferenceSimulator:
         m, d, dt, q, v, rs = self.model, self.data, self.dt, self.q, self.v, self.rigid
         gaps, pts, _ = self._contacts(q, v)
         M = self._mass(q)
-        M[6:, 6:] += dt * np.diag(servo_damping(self.servo, q[7:], v[6:], goal, on)
-                                  + stop_damping(self.servo, self.q_lo, self.q_hi, q[7:], v[6:]))
+        M[6:, 6:] += dt * np.diag(servo_damping(self.servo, self.joints, q[7:], v[6:], goal, on)
+                                  + stop_damping(self.joints, self.q_lo, self.q_hi, q[7:], v[6:]))
         h = pin.rnea(m, d, q, v, np.zeros(m.nv))
         v_free = v + dt * np.linalg.solve(M, self._tau(q, v, goal, on) - h)
         active = np.flatnonzero(gaps < rs.margin)

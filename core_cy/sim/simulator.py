@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.contact.laws import CONES, ContactLaw
 from servoloop.core_cy.dynamics._dynamics import Model
 from servoloop.core_cy.sim._kernels import SimCore
 from servoloop.core_cy.sim.model import (
     ContactPoints,
     Ground,
+    JointSettings,
     RigidSettings,
-    ServoParams,
     contact_points_from_urdf,
+    simulator_servo_model,
 )
 
 __all__ = ["SimConfig", "Simulator", "BatchSimulator", "SimulationError"]
@@ -47,14 +49,18 @@ class SimConfig:
 
     mode: "compliant" (seed 002) or "rigid" (LCP); integrator: "euler"
     (semi-implicit, linearly implicit in the damping terms) or "rk4"
-    (explicit, compliant only); dt [s].
+    (explicit, compliant only); dt [s]; servo: the :class:`ServoModel` at
+    every actuated joint, or a tuple of one per actuated joint (default: the
+    XM430-W350 of :func:`simulator_servo_model`); joints: how the law is
+    applied and the joint stops.
     """
 
     mode: str = "compliant"
     integrator: str = "euler"
     dt: float = 1e-3
     law: ContactLaw = field(default_factory=ContactLaw)
-    servo: ServoParams = field(default_factory=ServoParams)
+    servo: ServoModel | tuple = field(default_factory=simulator_servo_model)
+    joints: JointSettings = field(default_factory=JointSettings)
     ground: Ground = field(default_factory=Ground)
     rigid: RigidSettings = field(default_factory=RigidSettings)
 
@@ -69,20 +75,45 @@ class SimConfig:
                              "use integrator='euler'")
         if not self.dt > 0:
             raise ValueError(f"SimConfig.dt must be > 0, got {self.dt}")
+        servos = self.servo if isinstance(self.servo, tuple) else (self.servo,)
+        if not servos or not all(isinstance(s, ServoModel) for s in servos):
+            raise ValueError("SimConfig.servo must be a ServoModel or a tuple of them (one per joint)")
+
+    def servos(self, n_joints: int) -> tuple:
+        """One ServoModel per actuated joint (n_joints,)."""
+        if not isinstance(self.servo, tuple):
+            return (self.servo,) * n_joints
+        if len(self.servo) != n_joints:
+            raise ValueError(f"SimConfig.servo: {len(self.servo)} servo models for {n_joints} joints")
+        return self.servo
+
+
+# Servo arrays of the kernel (SimCore.servo_array), per actuated joint, from ServoModel:
+# tau_max is the torque limit (the limit registers; default the stall torque at the supply).
+_SERVO_ARRAYS = {
+    "kp": lambda s: s.kp_nm_per_rad,
+    "kd": lambda s: s.kd_nm_s_per_rad,
+    "kc": lambda s: s.coulomb_nm,
+    "tau_max": lambda s: s.stall_torque_at_supply_nm,
+    "armature": lambda s: s.armature_kg_m2,
+    "stall": lambda s: s.stall_torque_at_supply_nm,
+    "emf": lambda s: s.back_emf_nm_s_per_rad,
+    "viscous": lambda s: s.viscous_nm_s_per_rad,
+    "off_damping": lambda s: s.torque_off_damping_nm_s_per_rad,
+}
 
 
 def _core(model: Model, n_env: int, cfg: SimConfig, points: ContactPoints) -> SimCore:
     na = model.nv - (6 if model.floating_base else 0)
-    s = cfg.servo
-    servo_arrays = {k: np.full(na, float(getattr(s, k)))
-                    for k in ("kp", "kd", "kc", "tau_max", "armature")}
+    servos = cfg.servos(na)
+    servo_arrays = {k: np.array([get(s) for s in servos], dtype=float) for k, get in _SERVO_ARRAYS.items()}
     qa = model.nq - na
     servo_arrays["q_lo"] = np.array(model.lower_limits[qa:], dtype=float)  # -inf: no stop
     servo_arrays["q_hi"] = np.array(model.upper_limits[qa:], dtype=float)
     params = {
         "mode": MODES[cfg.mode], "integrator": INTEGRATORS[cfg.integrator], "dt": float(cfg.dt),
-        "sign_band": float(s.sign_band),
-        "stop_k": float(s.stop_stiffness), "stop_d": float(s.stop_damping),
+        "sign_band": float(cfg.joints.sign_band),
+        "stop_k": float(cfg.joints.stop_stiffness), "stop_d": float(cfg.joints.stop_damping),
         "plane_point": [float(x) for x in cfg.ground.point],
         "normal": [float(x) for x in cfg.ground.unit_normal()],
         "law": cfg.law.as_kernel_dict(),
@@ -260,7 +291,9 @@ class BatchSimulator:
         return self._core.stats_array
 
     def servo_param(self, name: str) -> np.ndarray:
-        """Live (N, n_joints) servo parameter: "kp", "kd", "kc", "tau_max" or "armature".
+        """Live (N, n_joints) servo parameter: "kp", "kd", "kc", "tau_max" (torque limit),
+        "armature", "stall" (stall torque at the supply), "emf" (motor line slope),
+        "viscous" or "off_damping" (SI units of :class:`ServoModel`).
 
         Write rows to sweep a parameter across environments; the next
         :meth:`step` uses the new values.

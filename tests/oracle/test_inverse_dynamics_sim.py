@@ -18,16 +18,21 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.dynamics._dynamics import Data, Model
 from servoloop.core_cy.inverse_dynamics import solvers as ID
-from servoloop.core_cy.sim.model import RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.model import (
+    RigidSettings,
+    contact_points_from_urdf,
+    simulator_servo_model,
+)
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.experiments.gaits import stand_goals
 from servoloop.robots import urdf_path
 
 QUAD = str(urdf_path("quadruped"))
 DT = 1e-3
-ARMATURE = ServoParams().armature
+ARMATURE = simulator_servo_model().armature_kg_m2
 KP = 100.0
 PGS = RigidSettings(mu=0.8, max_iter=5000, tol=1e-14)
 
@@ -62,7 +67,8 @@ def states():
 
 
 def torque_sim(mu):
-    servo = ServoParams(kp=KP, kd=0.0, kc=0.0, tau_max=1e3, armature=ARMATURE)
+    servo = ServoModel(kp_nm_per_rad=KP, kd_nm_s_per_rad=0.0, coulomb_nm=0.0, stall_torque_nm=1e3,
+                       armature_kg_m2=ARMATURE)   # no motor line: the torque the ID predicts
     rigid = RigidSettings(mu=mu, max_iter=PGS.max_iter, tol=PGS.tol)
     return Simulator.from_urdf(QUAD, SimConfig(mode="rigid", rigid=rigid, servo=servo))
 

@@ -39,7 +39,7 @@ def test_twin_has_our_mass_matrix_and_gravity():
         except TypeError:
             mujoco.mj_fullM(tw.model, M_mj, tw.data.qM)  # MuJoCo 3
         M = crba(sim.model, data, q).copy()
-        M[6:, 6:] += np.eye(12) * sim.config.servo.armature
+        M[6:, 6:] += np.eye(12) * sim.config.servo.armature_kg_m2
         np.testing.assert_allclose(M_mj, M, atol=1e-10)
         np.testing.assert_allclose(tw.data.qfrc_bias, gravity(sim.model, data, q), atol=1e-9)
 

@@ -160,6 +160,33 @@ def p1_table(kind, model, temp, vmax, max_torque, punch, current=False, drive_mo
         t["goal_acceleration"] = r(73, 1, "RW", "R", "u", "rad/s^2", MXACC, 0, 0, 0, 254)
     return t
 
+
+# Datasheet figures per model, from each model's ROBOTIS e-Manual "Specifications" table
+# (https://emanual.robotis.com/docs/en/dxl/<series>/<model>/; the X-series figures are also
+# tabulated on https://emanual.robotis.com/docs/en/dxl/x/ and the MX ones on
+# https://emanual.robotis.com/docs/en/dxl/mx/).  no_load_speed_rpm and the stall torque /
+# current of write() are the figures at voltage_v; recommended_voltage_v is the page's
+# "Input Voltage (Recommended)".  The MX Protocol 1.0 and (2.0) firmwares share one motor.
+def _spec(page, voltage, recommended, rpm, gear):
+    return {"source": EMANUAL + page, "voltage_v": voltage, "recommended_voltage_v": recommended,
+            "no_load_speed_rpm": rpm, "gear_ratio": gear}
+
+EMANUAL = "https://emanual.robotis.com/docs/en/dxl/"
+DATASHEET = {
+    "XM430-W350": _spec("x/xm430-w350/", 12.0, 12.0, 46, 353.5),
+    "XM540-W270": _spec("x/xm540-w270/", 12.0, 12.0, 30, 272.5),
+    "XL430-W250": _spec("x/xl430-w250/", 12.0, 11.1, 61, 258.5),
+    "XL330-M288": _spec("x/xl330-m288/", 5.0, 5.0, 103, 288.4),
+    "MX-28(2.0)": _spec("mx/mx-28-2/", 12.0, 12.0, 55, 193.0),
+    "MX-64(2.0)": _spec("mx/mx-64-2/", 12.0, 12.0, 63, 200.0),
+    "MX-106(2.0)": _spec("mx/mx-106-2/", 12.0, 12.0, 45, 225.0),
+    "MX-28": _spec("mx/mx-28/", 12.0, 12.0, 55, 193.0),
+    "MX-64": _spec("mx/mx-64/", 12.0, 12.0, 63, 200.0),
+    "MX-106": _spec("mx/mx-106/", 12.0, 12.0, 45, 225.0),
+    "AX-12A": _spec("ax/ax-12a/", 12.0, 11.1, 59, 254.0),
+    "AX-18A": _spec("ax/ax-18a/", 12.0, 11.1, 97, 254.0),
+}
+
 def fmt(v):
     if v is None:
         return "null"
@@ -170,6 +197,7 @@ def fmt(v):
     return str(v)
 
 def write(fname, name, number, protocol, url, notes, torque, regs):
+    spec = DATASHEET[name]
     lines = [f"# Control table of the ROBOTIS {name} (Protocol {protocol}.0 firmware).",
              f"# Checked against the ROBOTIS e-Manual: {url}",
              "#   (control table source: github.com/ROBOTIS-GIT/emanual, the page's markdown)."]
@@ -184,7 +212,18 @@ def write(fname, name, number, protocol, url, notes, torque, regs):
               f"name: {name}", f"model_number: {number}", f"protocol: {protocol}",
               f"stall_torque_nm: {torque[0]}    # at {torque[2]} V, e-Manual specifications",
               f"stall_current_a: {torque[1]}",
+              "# Datasheet figures (e-Manual Specifications table); the stall torque, stall current and",
+              "# no-load speed all belong to `voltage_v`.",
+              "datasheet:",
+              f"  source: {spec['source']}",
+              f"  voltage_v: {spec['voltage_v']}",
+              f"  recommended_voltage_v: {spec['recommended_voltage_v']}",
+              f"  stall_torque_nm: {torque[0]}",
+              f"  stall_current_a: {torque[1]}",
+              f"  no_load_speed_rpm: {spec['no_load_speed_rpm']}",
+              f"  gear_ratio: {spec['gear_ratio']}",
               "registers:"]
+    assert spec["voltage_v"] == torque[2], (name, spec, torque)
     regs = dict(regs)
     regs["model_number"] = regs["model_number"][:8] + (number,) + regs["model_number"][9:]
     w = max(len(k) for k in regs)

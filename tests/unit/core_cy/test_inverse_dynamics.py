@@ -10,14 +10,18 @@ import yaml
 
 from servoloop.core_cy.dynamics._dynamics import Data, Model, rnea
 from servoloop.core_cy.inverse_dynamics import solvers as ID
-from servoloop.core_cy.sim.model import RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.model import (
+    RigidSettings,
+    contact_points_from_urdf,
+    simulator_servo_model,
+)
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.experiments.gaits import stand_goals
 from servoloop.robots import urdf_path
 
 QUAD = str(urdf_path("quadruped"))
 HUMANOID = str(urdf_path("humanoid"))
-ARMATURE = ServoParams().armature
+ARMATURE = simulator_servo_model().armature_kg_m2
 DT = 1e-3
 
 

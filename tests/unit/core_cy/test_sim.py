@@ -9,7 +9,13 @@ import pytest
 
 from servoloop.core_cy.contact.laws import ContactLaw
 from servoloop.core_cy.dynamics._dynamics import Model
-from servoloop.core_cy.sim.model import Ground, RigidSettings, ServoParams, contact_points_from_urdf
+from servoloop.core_cy.sim.model import (
+    Ground,
+    JointSettings,
+    RigidSettings,
+    contact_points_from_urdf,
+    simulator_servo_model,
+)
 from servoloop.core_cy.sim.reference import ReferenceSimulator
 from servoloop.core_cy.sim.simulator import BatchSimulator, SimConfig, SimulationError, Simulator
 from servoloop.experiments.gaits import stand_goals, trot_goals
@@ -49,7 +55,7 @@ def test_step_matches_pinocchio_reference(mode, integrator, cone, goals):
                     rigid=replace(RigidSettings(), cone=cone))
     sim = Simulator.from_urdf(QUAD, cfg)
     ref = ReferenceSimulator(QUAD, sim.points, cfg.law, cfg.servo, cfg.ground, mode, integrator,
-                             cfg.dt, cfg.rigid)
+                             cfg.dt, cfg.rigid, cfg.joints)
     sim.reset(goals[0])
     rng = np.random.default_rng(5)
     for k in range(4):
@@ -218,14 +224,17 @@ def test_torque_off_leaves_only_gearbox_friction_and_falls():
     sim.step(stand, torque_on=off, n_steps=299)
     q0, v0 = sim.q.copy(), sim.v.copy()
     sim.step(stand, torque_on=off)
-    # the drive is open: -kc sgn(qd) only, whatever the goal (plus a joint stop where one is hit)
+    # the drive is open: the gearbox's -kc sgn(qd) and the torque-off damping only, whatever
+    # the goal (plus a joint stop where one is hit)
     lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
-    expect = (servo_torque(sim.config.servo, q0[7:], v0[6:], stand + 1.0, off)
-              + stop_torque(sim.config.servo, lo, hi, q0[7:], v0[6:]))
+    expect = (servo_torque(sim.config.servo, sim.config.joints, q0[7:], v0[6:], stand + 1.0, off)
+              + stop_torque(sim.config.joints, lo, hi, q0[7:], v0[6:]))
     np.testing.assert_allclose(sim.joint_torques, expect, atol=1e-12)
     inside = (q0[7:] > lo) & (q0[7:] < hi)
     assert inside.sum() >= 8
-    assert np.all(np.abs(sim.joint_torques[inside]) <= sim.config.servo.kc)
+    s = sim.config.servo
+    passive = s.coulomb_nm + (s.viscous_nm_s_per_rad + s.torque_off_damping_nm_s_per_rad) * np.abs(v0[6:])
+    assert np.all(np.abs(sim.joint_torques[inside]) <= passive[inside] + 1e-12)
     assert np.abs(sim.joint_torques[inside]).max() > 0.0  # the legs move, so friction acts
     assert sim.q[2] < z0 - 0.02
 
@@ -242,7 +251,7 @@ def test_config_errors_name_the_field():
 
 
 def test_blown_up_state_raises():
-    sim = Simulator.from_urdf(QUAD, SimConfig(servo=ServoParams(armature=0.0)))
+    sim = Simulator.from_urdf(QUAD, SimConfig(servo=replace(simulator_servo_model(), armature_kg_m2=0.0)))
     q = sim.model.neutral()
     q[3:7] = np.nan
     sim.set_state(q)
@@ -260,7 +269,7 @@ def test_joint_torques_are_the_servo_model_at_step_start(integrator, goals):
     sim.set_state(sim.q.copy(), v)
     q0, v0 = sim.q.copy(), sim.v.copy()
     sim.step(goals[800])
-    expect = servo_torque(sim.config.servo, q0[7:], v0[6:], goals[800], np.ones(12, bool))
+    expect = servo_torque(sim.config.servo, sim.config.joints, q0[7:], v0[6:], goals[800], np.ones(12, bool))
     np.testing.assert_allclose(sim.joint_torques, expect, atol=1e-12)
 
 
@@ -276,7 +285,7 @@ def test_batch_sweeps_parameters_per_environment():
     batch.step(n_steps=1000)
     sag = np.abs(batch.q[:, 7:] - stand).max(axis=1)
     assert sag[0] > sag[1] > sag[2]
-    one = Simulator.from_urdf(QUAD, replace(cfg, law=soft, servo=replace(cfg.servo, kp=40.0)))
+    one = Simulator.from_urdf(QUAD, replace(cfg, law=soft, servo=replace(cfg.servo, kp_nm_per_rad=40.0)))
     one.reset(stand)
     one.step(stand, n_steps=1000)
     np.testing.assert_allclose(batch.q[2], one.q, atol=1e-12)
@@ -291,7 +300,7 @@ def test_joint_stops_match_the_reference(mode, integrator, torque_on, goals):
     cfg = SimConfig(mode=mode, integrator=integrator)
     sim = Simulator.from_urdf(QUAD, cfg)
     ref = ReferenceSimulator(QUAD, sim.points, cfg.law, cfg.servo, cfg.ground, mode, integrator,
-                             cfg.dt, cfg.rigid)
+                             cfg.dt, cfg.rigid, cfg.joints)
     sim.reset(goals[0])
     q = sim.q.copy()
     lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
@@ -312,7 +321,7 @@ def test_joint_stops_match_the_reference(mode, integrator, torque_on, goals):
 def test_stop_pushes_out_and_never_pulls_in():
     from servoloop.core_cy.sim.reference import stop_torque
 
-    s = ServoParams()
+    s = JointSettings()
     lo, hi = np.array([-1.0]), np.array([1.0])
     assert stop_torque(s, lo, hi, np.array([1.1]), np.array([0.0]))[0] == pytest.approx(-5.0)
     assert stop_torque(s, lo, hi, np.array([-1.1]), np.array([0.0]))[0] == pytest.approx(5.0)
@@ -321,14 +330,14 @@ def test_stop_pushes_out_and_never_pulls_in():
     assert stop_torque(s, lo, hi, np.array([1.01]), np.array([-10.0]))[0] == 0.0
 
 
-@pytest.mark.parametrize("stiffness,inside", [(ServoParams().stop_stiffness, True), (0.0, False)])
+@pytest.mark.parametrize("stiffness,inside", [(JointSettings().stop_stiffness, True), (0.0, False)])
 def test_torque_off_collapse_stays_at_the_joint_stops(stiffness, inside):
     # a robot whose servos are off lies down on its trunk (the plant gives the trunk a
     # collision box); the brackets stop the joints. The negative control without stops
     # folds a joint well past its limit.
     from servoloop.virtual_bus.robot_plant import RobotPlant
 
-    cfg = SimConfig(servo=replace(ServoParams(), stop_stiffness=stiffness))
+    cfg = SimConfig(joints=JointSettings(stop_stiffness=stiffness))
     plant = RobotPlant.for_robot("quadruped", cfg)
     sim = plant.sim
     lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]

@@ -50,10 +50,10 @@ def test_torque_off_collapses_onto_trunk(plant):
     for _ in range(1500):
         plant.step(1e-3, np.zeros(12), np.zeros(12, bool), pos, vel, tq)
     # torque off: no drive torque, only the gearbox friction (|tau| <= kc) and joint stops
-    kc = plant.sim.config.servo.kc
+    kc = np.array([s.coulomb_nm for s in plant.sim.config.servo])   # one servo model per joint
     lo, hi = plant.sim.model.lower_limits[7:], plant.sim.model.upper_limits[7:]
     inside = (pos > lo) & (pos < hi)
-    assert np.all(np.abs(tq[inside]) <= kc + 1e-12)
+    assert np.all(np.abs(tq[inside]) <= kc[inside] + 1e-12)
     z = plant.sim.q[2]
     assert 0.02 < z < 0.06  # resting on the trunk box, not through the floor
 
@@ -111,7 +111,7 @@ def test_virtual_bus_robot_powers_up_lying_at_rest():
     plant = load_plant("servoloop.virtual_bus.robot_plant:make_plant", servos, "quadruped")
     sim = plant.sim
     # at rest: what is left is creep inside the friction's regularisation band
-    assert np.abs(sim.v).max() < 2 * sim.config.servo.sign_band
+    assert np.abs(sim.v).max() < 2 * sim.config.joints.sign_band
     assert 0.0 < sim.q[2] < 0.1  # trunk down on the ground (standing height is ~0.23 m)
     lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
     assert np.all(sim.q[7:] > lo - 0.02) and np.all(sim.q[7:] < hi + 0.02)
