@@ -13,6 +13,8 @@ and the tests; the ``cdef`` kernels are what core_cy/sim/_kernels.pyx cimports.
 
 from libc.math cimport fabs, fmax, pow, sqrt
 
+from servoloop.core_cy.linalg._dense cimport mat3_vec, mat3t_vec, matvec_add
+
 import numpy as np
 
 __all__ = [
@@ -165,21 +167,17 @@ cdef void contact_force(double depth, const double* v_contact, const double* R_c
     depth [m] >= 0 in contact; v_contact (3,) the contact point's world
     velocity [m/s]; R_contact (3, 3) row-major, columns (t1, t2, n) in world.
     """
-    cdef double vx, vy, vn, fn, ft1, ft2
-    cdef int i
+    cdef double v_local[3]
+    cdef double f_local[3]
     if depth <= 0.0:
         f_world[0] = 0.0
         f_world[1] = 0.0
         f_world[2] = 0.0
         return
-    # v_local = R^T v_world
-    vx = R_contact[0] * v_contact[0] + R_contact[3] * v_contact[1] + R_contact[6] * v_contact[2]
-    vy = R_contact[1] * v_contact[0] + R_contact[4] * v_contact[1] + R_contact[7] * v_contact[2]
-    vn = R_contact[2] * v_contact[0] + R_contact[5] * v_contact[1] + R_contact[8] * v_contact[2]
-    fn = normal_force(depth, -vn, law)
-    friction_force(vx, vy, fn, law, &ft1, &ft2)
-    for i in range(3):
-        f_world[i] = R_contact[3 * i] * ft1 + R_contact[3 * i + 1] * ft2 + R_contact[3 * i + 2] * fn
+    mat3t_vec(R_contact, v_contact, v_local)
+    f_local[2] = normal_force(depth, -v_local[2], law)
+    friction_force(v_local[0], v_local[1], f_local[2], law, &f_local[0], &f_local[1])
+    mat3_vec(R_contact, f_local, f_world)
 
 
 cdef void plane_frame(const double* normal, double* R) noexcept nogil:
@@ -263,7 +261,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
     boundary.  lam holds the warm start on entry and the impulses on exit;
     w receives W lam + b.
     """
-    cdef int n = 3 * nc, it, c, k, j, r
+    cdef int n = 3 * nc, it, c, k, r
     cdef double delta, maxd, scale, acc, old, lim
     cdef double tmp[2]
     cdef double res2[2]
@@ -276,9 +274,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
         for c in range(nc):
             # normal row first so the friction bound uses the fresh lam_n
             r = 3 * c + 2
-            acc = b[r]
-            for j in range(n):
-                acc += W[r * n + j] * lam[j]
+            matvec_add(1, n, &W[r * n], lam, &b[r], &acc)   # acc = b[r] + W[r] @ lam
             old = lam[r]
             if W[r * n + r] > 0.0:
                 lam[r] = old - acc / W[r * n + r]
@@ -294,9 +290,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
                 # the box is separable: plain Gauss-Seidel per axis
                 for k in range(2):
                     r = 3 * c + k
-                    acc = b[r]
-                    for j in range(n):
-                        acc += W[r * n + j] * lam[j]
+                    matvec_add(1, n, &W[r * n], lam, &b[r], &acc)
                     tmp[k] = lam[r]
                     if W[r * n + r] > 0.0:
                         lam[r] = lam[r] - acc / W[r * n + r]
@@ -308,9 +302,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
                     dmax = W[(3 * c + 1) * n + 3 * c + 1]
                 for k in range(2):
                     r = 3 * c + k
-                    acc = b[r]
-                    for j in range(n):
-                        acc += W[r * n + j] * lam[j]
+                    matvec_add(1, n, &W[r * n], lam, &b[r], &acc)
                     res2[k] = acc
                     tmp[k] = lam[r]
                 if dmax > 0.0:
@@ -331,14 +323,10 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
 cdef void lcp_stats(int nc, const double* W, const double* b, const double* mu,
                     const double* lam, double* w, int cone, LCPStats* st) noexcept nogil:
     """w = W lam + b, the natural-map residual and the complementarity error."""
-    cdef int n = 3 * nc, i, j, c, k
-    cdef double acc, res = 0.0, comp = 0.0, lim, e
+    cdef int c, k
+    cdef double res = 0.0, comp = 0.0, lim, e
     cdef double p[2]
-    for i in range(n):
-        acc = b[i]
-        for j in range(n):
-            acc += W[i * n + j] * lam[j]
-        w[i] = acc
+    matvec_add(3 * nc, 3 * nc, W, lam, b, w)
     for c in range(nc):
         # normal pair: |min(lam_n, w_n)| and |lam_n w_n|
         e = fabs(lam[3 * c + 2] if lam[3 * c + 2] < w[3 * c + 2] else w[3 * c + 2])
