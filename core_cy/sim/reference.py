@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from servoloop.core_cy.contact.laws import ContactLaw, contact_force, plane_frame, solve_lcp_pgs
+from servoloop.core_cy.contact.laws import ContactLaw, contact_force, plane_frame
+from servoloop.core_cy.contact.lcp import solve_lcp_pgs
 from servoloop.core_cy.contact.reference import contact_damping
 from servoloop.core_cy.sim.model import ContactPoints, Ground, RigidSettings, ServoParams
 
