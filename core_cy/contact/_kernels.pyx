@@ -13,7 +13,7 @@ and the tests; the ``cdef`` kernels are what core_cy/sim/_kernels.pyx cimports.
 
 from libc.math cimport fabs, fmax, pow, sqrt
 
-from servoloop.core_cy.linalg._dense cimport mat3_vec, mat3t_vec, matvec_add
+from servoloop.core_cy.linalg._dense cimport cross3, dot3, mat3_vec, mat3t_vec, matvec_add
 
 import numpy as np
 
@@ -186,28 +186,28 @@ cdef void plane_frame(const double* normal, double* R) noexcept nogil:
     t1 is the world axis least aligned with n, made orthogonal to it, so a
     level ground gives the world-aligned frame (seed 002's {C_k}).
     """
-    cdef double ax = 1.0, ay = 0.0, az = 0.0, d, t1x, t1y, t1z, nrm
-    cdef double nx = normal[0], ny = normal[1], nz = normal[2]
-    if fabs(nx) > 0.9:
-        ax = 0.0
-        ay = 1.0
-    d = ax * nx + ay * ny + az * nz
-    t1x = ax - d * nx
-    t1y = ay - d * ny
-    t1z = az - d * nz
-    nrm = sqrt(t1x * t1x + t1y * t1y + t1z * t1z)
-    t1x /= nrm
-    t1y /= nrm
-    t1z /= nrm
-    R[0] = t1x
-    R[3] = t1y
-    R[6] = t1z
-    R[1] = ny * t1z - nz * t1y
-    R[4] = nz * t1x - nx * t1z
-    R[7] = nx * t1y - ny * t1x
-    R[2] = nx
-    R[5] = ny
-    R[8] = nz
+    cdef double a[3]
+    cdef double t1[3]
+    cdef double t2[3]
+    cdef double d, nrm
+    cdef int i
+    a[0] = 1.0
+    a[1] = 0.0
+    a[2] = 0.0
+    if fabs(normal[0]) > 0.9:
+        a[0] = 0.0
+        a[1] = 1.0
+    d = dot3(a, normal)
+    for i in range(3):
+        t1[i] = a[i] - d * normal[i]
+    nrm = sqrt(dot3(t1, t1))
+    for i in range(3):
+        t1[i] /= nrm
+    cross3(normal, t1, t2)
+    for i in range(3):
+        R[3 * i] = t1[i]
+        R[3 * i + 1] = t2[i]
+        R[3 * i + 2] = normal[i]
 
 
 cdef double point_plane_gap(const double* p, const double* plane_point,

@@ -9,6 +9,8 @@ the backward passes then add without transforms, which is what makes CRBA
 and ABA cheap.  RNEA works in body frames (as Pinocchio's), which needs no
 world inertias at all and measured ~25% faster than its world form.
 The slow NumPy reference these are tested against is core_cy/dynamics/reference.py.
+3-vector, 3x3 and 6x6 products and the LDL^T solve are the shared kernels of
+core_cy/linalg/_dense.pxd.
 
 The Python wrappers check types and shapes with a few C-level tests and
 call the ``noexcept nogil`` kernels declared in ``_dynamics.pxd``.  Without
