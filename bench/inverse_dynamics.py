@@ -1,7 +1,7 @@
 """``servoloop bench inverse_dynamics``: contact inverse dynamics (seed 003) per call.
 
 The built-in quadruped standing on its four feet, q_dd_des = 0, each
-variant of :func:`core_cy.inverse_dynamics.solvers.solve`; the contact set is the
+variant of :func:`core_cy.inverse_dynamics.solve`; the contact set is the
 four feet duplicated 1, 2, 5 and 10 times (4 to 40 contacts, the paper's
 scaling experiment, digest §9.18).  The anchor is one rigid step of our own
 simulator from the same state (the same model evaluation plus one contact
@@ -27,8 +27,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> dict:
+    from servoloop.core_cy import inverse_dynamics as ID
     from servoloop.core_cy.dynamics._dynamics import Data, Model
-    from servoloop.core_cy.inverse_dynamics import solvers as ID
     from servoloop.core_cy.sim.model import ContactPoints, contact_points_from_urdf
     from servoloop.core_cy.sim.simulator import SimConfig, Simulator
     from servoloop.experiments.gaits import stand_goals

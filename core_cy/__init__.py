@@ -15,8 +15,9 @@ against is :mod:`core_cy.dynamics.reference`.
 
 One subpackage per concept: :mod:`.dynamics` (model, URDF, RNEA/CRBA/ABA,
 Jacobians, regressor), :mod:`.actuator` (the servo model), :mod:`.contact`
-(contact laws, LCP/PGS, cones), :mod:`.sim` (the simulator, seed 002) and
-:mod:`.inverse_dynamics` (seed 003).  The dynamics are imported here; the
+(contact laws, the LCP solvers: PGS, Lemke, PPM), :mod:`.linalg` (the small
+dense kernels the compiled code shares), :mod:`.sim` (the simulator, seed
+002) and :mod:`.inverse_dynamics` (seed 003).  The dynamics are imported here; the
 rest on first use, so that ``from servoloop import core_cy`` stays cheap in
 the daemon.
 """
@@ -78,6 +79,7 @@ __all__ = [
     "sim",
     "contact",
     "actuator",
+    "linalg",
 ]
 
 _LAZY = {
@@ -86,16 +88,16 @@ _LAZY = {
     "SimConfig": "servoloop.core_cy.sim.simulator",
     "SimulationError": "servoloop.core_cy.sim.simulator",
     "ContactLaw": "servoloop.core_cy.contact.laws",
-    "LCPResult": "servoloop.core_cy.contact.laws",
-    "solve_lcp_pgs": "servoloop.core_cy.contact.laws",
+    "LCPResult": "servoloop.core_cy.contact.lcp",
+    "solve_lcp_pgs": "servoloop.core_cy.contact.lcp",
     "Ground": "servoloop.core_cy.sim.model",
     "JointSettings": "servoloop.core_cy.sim.model",
     "ServoModel": "servoloop.core_cy.actuator.model",
     "ContactPoints": "servoloop.core_cy.sim.model",
     "contact_points_from_urdf": "servoloop.core_cy.sim.model",
-    "InverseDynamicsError": "servoloop.core_cy.inverse_dynamics.solvers",
+    "InverseDynamicsError": "servoloop.core_cy.inverse_dynamics.errors",
 }
-_SUBMODULES = ("dynamics", "sim", "contact", "inverse_dynamics", "actuator")
+_SUBMODULES = ("dynamics", "sim", "contact", "inverse_dynamics", "actuator", "linalg")
 
 
 def __getattr__(name):

@@ -13,6 +13,8 @@ and the tests; the ``cdef`` kernels are what core_cy/sim/_kernels.pyx cimports.
 
 from libc.math cimport fabs, fmax, pow, sqrt
 
+from servoloop.core_cy.linalg._dense cimport cross3, dot3, mat3_vec, mat3t_vec, matvec_add
+
 import numpy as np
 
 __all__ = [
@@ -165,21 +167,17 @@ cdef void contact_force(double depth, const double* v_contact, const double* R_c
     depth [m] >= 0 in contact; v_contact (3,) the contact point's world
     velocity [m/s]; R_contact (3, 3) row-major, columns (t1, t2, n) in world.
     """
-    cdef double vx, vy, vn, fn, ft1, ft2
-    cdef int i
+    cdef double v_local[3]
+    cdef double f_local[3]
     if depth <= 0.0:
         f_world[0] = 0.0
         f_world[1] = 0.0
         f_world[2] = 0.0
         return
-    # v_local = R^T v_world
-    vx = R_contact[0] * v_contact[0] + R_contact[3] * v_contact[1] + R_contact[6] * v_contact[2]
-    vy = R_contact[1] * v_contact[0] + R_contact[4] * v_contact[1] + R_contact[7] * v_contact[2]
-    vn = R_contact[2] * v_contact[0] + R_contact[5] * v_contact[1] + R_contact[8] * v_contact[2]
-    fn = normal_force(depth, -vn, law)
-    friction_force(vx, vy, fn, law, &ft1, &ft2)
-    for i in range(3):
-        f_world[i] = R_contact[3 * i] * ft1 + R_contact[3 * i + 1] * ft2 + R_contact[3 * i + 2] * fn
+    mat3t_vec(R_contact, v_contact, v_local)
+    f_local[2] = normal_force(depth, -v_local[2], law)
+    friction_force(v_local[0], v_local[1], f_local[2], law, &f_local[0], &f_local[1])
+    mat3_vec(R_contact, f_local, f_world)
 
 
 cdef void plane_frame(const double* normal, double* R) noexcept nogil:
@@ -188,28 +186,28 @@ cdef void plane_frame(const double* normal, double* R) noexcept nogil:
     t1 is the world axis least aligned with n, made orthogonal to it, so a
     level ground gives the world-aligned frame (seed 002's {C_k}).
     """
-    cdef double ax = 1.0, ay = 0.0, az = 0.0, d, t1x, t1y, t1z, nrm
-    cdef double nx = normal[0], ny = normal[1], nz = normal[2]
-    if fabs(nx) > 0.9:
-        ax = 0.0
-        ay = 1.0
-    d = ax * nx + ay * ny + az * nz
-    t1x = ax - d * nx
-    t1y = ay - d * ny
-    t1z = az - d * nz
-    nrm = sqrt(t1x * t1x + t1y * t1y + t1z * t1z)
-    t1x /= nrm
-    t1y /= nrm
-    t1z /= nrm
-    R[0] = t1x
-    R[3] = t1y
-    R[6] = t1z
-    R[1] = ny * t1z - nz * t1y
-    R[4] = nz * t1x - nx * t1z
-    R[7] = nx * t1y - ny * t1x
-    R[2] = nx
-    R[5] = ny
-    R[8] = nz
+    cdef double a[3]
+    cdef double t1[3]
+    cdef double t2[3]
+    cdef double d, nrm
+    cdef int i
+    a[0] = 1.0
+    a[1] = 0.0
+    a[2] = 0.0
+    if fabs(normal[0]) > 0.9:
+        a[0] = 0.0
+        a[1] = 1.0
+    d = dot3(a, normal)
+    for i in range(3):
+        t1[i] = a[i] - d * normal[i]
+    nrm = sqrt(dot3(t1, t1))
+    for i in range(3):
+        t1[i] /= nrm
+    cross3(normal, t1, t2)
+    for i in range(3):
+        R[3 * i] = t1[i]
+        R[3 * i + 1] = t2[i]
+        R[3 * i + 2] = normal[i]
 
 
 cdef double point_plane_gap(const double* p, const double* plane_point,
@@ -276,6 +274,8 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
         for c in range(nc):
             # normal row first so the friction bound uses the fresh lam_n
             r = 3 * c + 2
+            # acc = b[r] + W[r] @ lam, written out: linalg's dot_acc here measured
+            # +35% per PGS sweep (gcc unrolls the inlined copy worse)
             acc = b[r]
             for j in range(n):
                 acc += W[r * n + j] * lam[j]
@@ -331,14 +331,10 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
 cdef void lcp_stats(int nc, const double* W, const double* b, const double* mu,
                     const double* lam, double* w, int cone, LCPStats* st) noexcept nogil:
     """w = W lam + b, the natural-map residual and the complementarity error."""
-    cdef int n = 3 * nc, i, j, c, k
-    cdef double acc, res = 0.0, comp = 0.0, lim, e
+    cdef int c, k
+    cdef double res = 0.0, comp = 0.0, lim, e
     cdef double p[2]
-    for i in range(n):
-        acc = b[i]
-        for j in range(n):
-            acc += W[i * n + j] * lam[j]
-        w[i] = acc
+    matvec_add(3 * nc, 3 * nc, W, lam, b, w)
     for c in range(nc):
         # normal pair: |min(lam_n, w_n)| and |lam_n w_n|
         e = fabs(lam[3 * c + 2] if lam[3 * c + 2] < w[3 * c + 2] else w[3 * c + 2])

@@ -1,8 +1,10 @@
-"""Contact models: compliant force laws, plane detection, the rigid-contact LCP.
+"""Contact models: compliant force laws and plane detection.
 
 Python entry points over the nogil kernels of ``core_cy/contact/_kernels.pyx``
 (shapes and dtypes checked here).  ``core_cy/contact/reference.py`` holds the
 slow NumPy references they are tested against.
+
+The rigid-contact LCP solvers are in :mod:`core_cy.contact.lcp`.
 
 Sign conventions: the gap of a point above a plane is ``n^T (p - P)`` [m],
 negative when penetrating; ``depth = -gap``.  A contact frame is a (3, 3)
@@ -20,7 +22,6 @@ from servoloop.core_cy.contact import _kernels as _k
 
 __all__ = [
     "ContactLaw",
-    "LCPResult",
     "damping_ramp",
     "normal_force",
     "friction_coefficient",
@@ -30,7 +31,6 @@ __all__ = [
     "sphere_plane",
     "point_plane",
     "box_plane",
-    "solve_lcp_pgs",
 ]
 
 CONES = {"per_axis": 0, "elliptic": 1}
@@ -201,38 +201,3 @@ def box_plane(center, rotation_box_to_world, half_extents, plane_point=(0.0, 0.0
         pts, gaps,
     )
     return pts, gaps
-
-
-@dataclass
-class LCPResult:
-    """Rigid-contact LCP solution: impulses (3nc,) [N s], w = W lam + b (3nc,) [m/s]."""
-
-    impulses: np.ndarray
-    velocity: np.ndarray
-    iterations: int
-    residual: float
-    complementarity: float
-
-
-def solve_lcp_pgs(W, b, mu, warm_start=None, max_iter: int = 100, tol: float = 1e-8,
-                  cone: str = "per_axis") -> LCPResult:
-    """Projected Gauss-Seidel for the friction-pyramid (or cone) contact LCP.
-
-    Parameters
-    ----------
-    W : (3nc, 3nc) Delassus matrix J M^-1 J^T [m/s per N s], rows (t1, t2, n) per contact
-    b : (3nc,) contact velocity without impulses plus stabilisation [m/s]
-    mu : (nc,) friction coefficients
-    warm_start : (3nc,) initial impulses (previous step's), default zeros
-    cone : "per_axis": the square pyramid |lam_t1|, |lam_t2| <= mu lam_n (faces along
-        t1, t2, as ODE; it contains the cone, while seed 003's 4-edge pyramid
-        |lam_t1| + |lam_t2| <= mu lam_n lies inside it), or "elliptic": the cone itself
-    """
-    mu = _vec(np.atleast_1d(mu), "mu").ravel()
-    nc = mu.shape[0]
-    W = _vec(W, "W", (3 * nc, 3 * nc))
-    b = _vec(b, "b", (3 * nc,))
-    lam = np.zeros(3 * nc) if warm_start is None else _vec(warm_start, "warm_start", (3 * nc,)).copy()
-    w = np.empty(3 * nc)
-    it, res, comp = _k.pgs_solve_np(W, b, mu, lam, w, int(max_iter), float(tol), CONES[cone])
-    return LCPResult(lam, w, it, res, comp)

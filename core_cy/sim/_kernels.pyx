@@ -18,11 +18,11 @@ rigid (velocity-level time stepping, seed 000/003)
     stabilisation; PGS (warm-started from the previous step's impulses)
     -> v+ = v_free + L^-T Y lam, q+ = q (+) v+ dt.
 
-The rigid-body kernels are core_cy/_dynamics' nogil fk_c / rnea_c / crba_c /
-integrate_c; the Python face is core_cy/sim/simulator.py.
+The rigid-body kernels are core_cy/dynamics' nogil fk_c / rnea_c / crba_c /
+integrate_c, the Cholesky factor and solves core_cy/linalg/_dense.pxd's, the
+LCP solver core_cy/contact's pgs_solve; the Python face is core_cy/sim/simulator.py.
 """
 
-from libc.math cimport fabs, sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
@@ -32,6 +32,9 @@ from servoloop.core_cy.actuator._law cimport DRIVE_POSITION, passive_damping, se
 from servoloop.core_cy.dynamics._dynamics cimport Model, Data, ModelC, DataC, fk_c, rnea_c, crba_c, integrate_c
 from servoloop.core_cy.contact._kernels cimport (
     ContactLaw, LCPStats, contact_force, contact_damping, plane_frame, pgs_solve,
+)
+from servoloop.core_cy.linalg._dense cimport (
+    cholesky_factor, cholesky_solve, cross3, dot, gram_rows, matTvec_acc, solve_lower, solve_lower_t,
 )
 
 __all__ = ["SimCore"]
@@ -109,60 +112,6 @@ cdef struct Work:
     LCPStats stats
 
 
-cdef inline void _cross(const double* a, const double* b, double* o) noexcept nogil:
-    o[0] = a[1] * b[2] - a[2] * b[1]
-    o[1] = a[2] * b[0] - a[0] * b[2]
-    o[2] = a[0] * b[1] - a[1] * b[0]
-
-
-cdef int _cholesky(int n, double* A) noexcept nogil:
-    """In place: lower triangle of A <- L with A = L L^T. -1 if not SPD."""
-    cdef int i, j, k
-    cdef double s
-    for j in range(n):
-        s = A[j * n + j]
-        for k in range(j):
-            s -= A[j * n + k] * A[j * n + k]
-        if not s > 0.0:  # also catches NaN: a blown-up state must not go on silently
-            return -1
-        s = sqrt(s)
-        A[j * n + j] = s
-        for i in range(j + 1, n):
-            # L[i, j] = (A[i, j] - sum_k L[i, k] L[j, k]) / L[j, j]
-            for k in range(j):
-                A[i * n + j] -= A[i * n + k] * A[j * n + k]
-            A[i * n + j] /= s
-    return 0
-
-
-cdef void _forward_solve(int n, const double* L, double* x) noexcept nogil:
-    """x <- L^-1 x (lower triangle of L from _cholesky)."""
-    cdef int i, k
-    cdef double s
-    for i in range(n):
-        s = x[i]
-        for k in range(i):
-            s -= L[i * n + k] * x[k]
-        x[i] = s / L[i * n + i]
-
-
-cdef void _backward_solve(int n, const double* L, double* x) noexcept nogil:
-    """x <- L^-T x."""
-    cdef int i, k
-    cdef double s
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, n):
-            s -= L[k * n + i] * x[k]
-        x[i] = s / L[i * n + i]
-
-
-cdef void _chol_solve(int n, const double* L, double* x) noexcept nogil:
-    """x <- A^-1 x with L from _cholesky (forward then backward substitution)."""
-    _forward_solve(n, L, x)
-    _backward_solve(n, L, x)
-
-
 cdef void _servo(const SimParams* P, const double* q, const double* v, const double* goal,
                  const unsigned char* on, double* tau, double* damp) noexcept nogil:
     """The one servo law (core_cy/actuator/_law.pxd) at every actuated joint, plus the
@@ -226,7 +175,7 @@ cdef void _contact_geometry(const SimParams* P, const DataC* d, Work* W) noexcep
         for k in range(3):
             W.pc[3 * i + k] = c[k] - P.cp_radius[i] * P.normal[k]
         # world spatial velocity at the world origin: v_p = v_O + w x p
-        _cross(&d.vw[6 * b + 3], &W.pc[3 * i], t)
+        cross3(&d.vw[6 * b + 3], &W.pc[3 * i], t)
         for k in range(3):
             W.vc[3 * i + k] = d.vw[6 * b + k] + t[k]
 
@@ -243,7 +192,7 @@ cdef void _point_jacobian(const SimParams* P, const ModelC* m, const DataC* d, i
     while j >= 0:
         for k in range(m.idx_v[j], m.idx_v[j] + m.nv_joint[j]):
             S = &d.Sw[6 * k]
-            _cross(&S[3], p, t)  # v_p column: S_lin + S_ang x p
+            cross3(&S[3], p, t)  # v_p column: S_lin + S_ang x p
             col[0] = S[0] + t[0]
             col[1] = S[1] + t[1]
             col[2] = S[2] + t[2]
@@ -262,7 +211,7 @@ cdef void _add_wrench(const DataC* d, int b, const double* p, const double* f,
     r[0] = p[0] - d.op[3 * b]
     r[1] = p[1] - d.op[3 * b + 1]
     r[2] = p[2] - d.op[3 * b + 2]
-    _cross(r, f, tq)
+    cross3(r, f, tq)
     for k in range(3):
         fext[6 * b + k] += R[k] * f[0] + R[3 + k] * f[1] + R[6 + k] * f[2]
         fext[6 * b + 3 + k] += R[k] * tq[0] + R[3 + k] * tq[1] + R[6 + k] * tq[2]
@@ -331,9 +280,9 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
         _mass_with_armature(P, m, d, q, W.damp, 0.0, W)
     for k in range(nv):
         ddq[k] = tau[k] - W.h[k]
-    if _cholesky(nv, W.M) != 0:
+    if cholesky_factor(nv, W.M) != 0:
         return -1
-    _chol_solve(nv, W.M, ddq)
+    cholesky_solve(nv, W.M, ddq)
     return 0
 
 
@@ -384,7 +333,7 @@ cdef int _step_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W,
 cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
                      double* q, double* v, const double* goal,
                      const unsigned char* on) noexcept nogil:
-    cdef int i, k, r, c, na, nv = P.nv, n3
+    cdef int i, k, r, na, nv = P.nv, n3
     cdef double dt = P.dt, g
     fk_c(m, d, q, v)
     _contact_geometry(P, d, W)
@@ -398,11 +347,11 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
             na += 1
     rnea_c(m, d, q, v, NULL, NULL, 1, W.h)
     _mass_with_armature(P, m, d, q, W.damp, dt, W)
-    if _cholesky(nv, W.M) != 0:
+    if cholesky_factor(nv, W.M) != 0:
         return -1
     for k in range(nv):
         W.ddq[k] = W.tau[k] - W.h[k]
-    _chol_solve(nv, W.M, W.ddq)
+    cholesky_solve(nv, W.M, W.ddq)
     for k in range(nv):
         v[k] += dt * W.ddq[k]          # v is now v_free
     memset(W.force, 0, 3 * P.ncp * sizeof(double))
@@ -417,18 +366,10 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
         # velocity update is L^-T (Y lam), half the work of forming A^-1 J^T
         for r in range(n3):
             memcpy(&W.MJ[r * nv], &W.J[r * nv], nv * sizeof(double))
-            _forward_solve(nv, W.M, &W.MJ[r * nv])
+            solve_lower(nv, W.M, &W.MJ[r * nv])
+        gram_rows(n3, nv, W.MJ, W.W)                   # W = Y^T Y (MJ holds Y^T)
         for r in range(n3):
-            for c in range(r, n3):
-                g = 0.0
-                for k in range(nv):
-                    g += W.MJ[r * nv + k] * W.MJ[c * nv + k]
-                W.W[r * n3 + c] = g
-                W.W[c * n3 + r] = g
-            g = 0.0
-            for k in range(nv):
-                g += W.J[r * nv + k] * v[k]
-            W.b[r] = g
+            W.b[r] = dot(nv, &W.J[r * nv], v)
         for r in range(na):
             i = W.active[r]
             g = W.gap[i]
@@ -447,12 +388,8 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
                 W.force[3 * i + k] = (P.Rc[3 * k] * W.lam_a[3 * r] + P.Rc[3 * k + 1] * W.lam_a[3 * r + 1]
                                       + P.Rc[3 * k + 2] * W.lam_a[3 * r + 2]) / dt
         memset(W.rhs, 0, nv * sizeof(double))
-        for r in range(n3):
-            g = W.lam_a[r]
-            if g != 0.0:
-                for k in range(nv):
-                    W.rhs[k] += W.MJ[r * nv + k] * g
-        _backward_solve(nv, W.M, W.rhs)
+        matTvec_acc(n3, nv, W.MJ, W.lam_a, W.rhs)      # rhs = Y lam
+        solve_lower_t(nv, W.M, W.rhs)
         for k in range(nv):
             v[k] += W.rhs[k]
     integrate_c(m, q, v, dt, W.qn)

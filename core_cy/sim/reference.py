@@ -21,7 +21,8 @@ import pinocchio as pin
 
 from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.actuator.reference import servo_torque_reference
-from servoloop.core_cy.contact.laws import ContactLaw, contact_force, plane_frame, solve_lcp_pgs
+from servoloop.core_cy.contact.laws import ContactLaw, contact_force, plane_frame
+from servoloop.core_cy.contact.lcp import solve_lcp_pgs
 from servoloop.core_cy.contact.reference import contact_damping
 from servoloop.core_cy.sim.model import (
     ContactPoints,

@@ -18,9 +18,9 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from servoloop.core_cy import inverse_dynamics as ID
 from servoloop.core_cy.actuator import ServoModel
 from servoloop.core_cy.dynamics._dynamics import Data, Model
-from servoloop.core_cy.inverse_dynamics import solvers as ID
 from servoloop.core_cy.sim.model import (
     RigidSettings,
     contact_points_from_urdf,

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from servoloop.core_cy.contact import laws as C
+from servoloop.core_cy.contact import lcp
 from servoloop.core_cy.contact import reference as ref
 
 LAW = C.ContactLaw(stiffness=3e5, exponent=1.5, damping_max=800.0, ramp_width=1e-3,
@@ -122,7 +123,7 @@ def test_pgs_residual_and_complementarity(cone):
     for nc in (1, 2, 4):
         W, b = _random_contact_lcp(rng, nc)
         mu = np.full(nc, 0.7)
-        r = C.solve_lcp_pgs(W, b, mu, max_iter=2000, tol=1e-12, cone=cone)
+        r = lcp.solve_lcp_pgs(W, b, mu, max_iter=2000, tol=1e-12, cone=cone)
         lam, w = r.impulses, r.velocity
         np.testing.assert_allclose(w, W @ lam + b, atol=1e-12)
         assert r.residual < 1e-6 and r.complementarity < 1e-6, r
@@ -138,7 +139,7 @@ def test_pgs_frictionless_matches_qp():
     W, b = _random_contact_lcp(rng, 4)
     idx = np.arange(2, 12, 3)
     Wn, bn = W[np.ix_(idx, idx)], b[idx]
-    r = C.solve_lcp_pgs(W, b, np.zeros(4), max_iter=5000, tol=1e-14)
+    r = lcp.solve_lcp_pgs(W, b, np.zeros(4), max_iter=5000, tol=1e-14)
     res = minimize(lambda x: 0.5 * x @ Wn @ x + bn @ x, np.zeros(4), jac=lambda x: Wn @ x + bn,
                    bounds=[(0, None)] * 4, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12})
     np.testing.assert_allclose(r.impulses[idx], res.x, atol=1e-6)
@@ -149,8 +150,8 @@ def test_pgs_warm_start_converges_faster():
     rng = np.random.default_rng(4)
     W, b = _random_contact_lcp(rng, 4)
     mu = np.full(4, 0.8)
-    cold = C.solve_lcp_pgs(W, b, mu, max_iter=5000, tol=1e-10)
-    warm = C.solve_lcp_pgs(W, b, mu, warm_start=cold.impulses, max_iter=5000, tol=1e-10)
+    cold = lcp.solve_lcp_pgs(W, b, mu, max_iter=5000, tol=1e-10)
+    warm = lcp.solve_lcp_pgs(W, b, mu, warm_start=cold.impulses, max_iter=5000, tol=1e-10)
     assert warm.iterations < cold.iterations
     np.testing.assert_allclose(warm.impulses, cold.impulses, atol=1e-6)
 
@@ -158,7 +159,7 @@ def test_pgs_warm_start_converges_faster():
 def test_pgs_separating_contact_gets_no_impulse():
     W = np.eye(3)
     b = np.array([0.1, 0.0, 0.2])
-    r = C.solve_lcp_pgs(W, b, [0.5])
+    r = lcp.solve_lcp_pgs(W, b, [0.5])
     assert np.all(r.impulses == 0.0)
 
 
@@ -167,3 +168,55 @@ def test_law_validation_names_field():
         C.ContactLaw(cone="square")
     with pytest.raises(ValueError, match="v_dynamic"):
         C.ContactLaw(v_static=0.02, v_dynamic=0.01)
+
+
+# -- Lemke and principal pivoting (core_cy.contact.lcp, seed 003 digest §4) ------
+def _solvable_lcp(rng, n, rank):
+    """PSD Q of the given rank and r = w* - Q z* with z*, w* >= 0 complementary."""
+    X = rng.standard_normal((n, rank))
+    Q = X @ X.T
+    on = rng.uniform(size=n) < 0.5
+    z_star = np.where(on, rng.uniform(0.1, 1, n), 0.0)
+    w_star = np.where(on, 0.0, rng.uniform(0.1, 1, n))
+    return Q, w_star - Q @ z_star
+
+
+def _assert_lcp_solution(Q, r, z, w, tol=1e-9):
+    np.testing.assert_allclose(w, Q @ z + r, atol=1e-12 * max(1.0, np.abs(r).max()))
+    assert z.min() >= 0 and w.min() >= -tol and np.abs(z * w).max() < tol
+
+
+def test_lemke_and_ppm_solve_random_psd_lcps():
+    rng = np.random.default_rng(5)
+    for n in (1, 4, 9, 16):
+        for rank in sorted({1, max(1, n // 2), n}):
+            Q, r = _solvable_lcp(rng, n, rank)
+            z, w, _ = lcp.lemke(Q, r)
+            _assert_lcp_solution(Q, r, z, w)
+            out = lcp.ppm(Q, r)             # None would mean it cycled (callers then use Lemke)
+            assert out is not None, (n, rank)
+            _assert_lcp_solution(Q, r, out[0], out[1])
+
+
+def test_lemke_regularized_needs_no_regularization_on_a_pd_lcp():
+    rng = np.random.default_rng(6)
+    Q, r = _solvable_lcp(rng, 6, 6)
+    z, w, pivots, eps = lcp.lemke_regularized(Q, r)
+    assert eps == 0.0 and pivots >= 1
+    _assert_lcp_solution(Q, r, z, w)
+
+
+def test_lcp_failures_raise_lcp_error_with_the_residual():
+    # w = -1 - z can never be >= 0 with z >= 0
+    with pytest.raises(lcp.LCPError, match="ray termination") as e:
+        lcp.lemke(np.array([[-1.0]]), np.array([-1.0]))
+    assert e.value.residual == pytest.approx(1.0)
+    with pytest.raises(lcp.LCPError, match="regularisation 1e-4"):
+        lcp.lemke_regularized(np.array([[-1.0]]), np.array([-1.0]))
+
+
+def test_pgs_names_a_bad_cone_and_shape():
+    with pytest.raises(ValueError, match="cone 'square'.*per_axis"):
+        lcp.solve_lcp_pgs(np.eye(3), np.zeros(3), [0.5], cone="square")
+    with pytest.raises(ValueError, match="W: expected shape"):
+        lcp.solve_lcp_pgs(np.eye(2), np.zeros(3), [0.5])

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
+from servoloop.core_cy import inverse_dynamics as ID
 from servoloop.core_cy.dynamics._dynamics import Data, Model, rnea
-from servoloop.core_cy.inverse_dynamics import solvers as ID
 from servoloop.core_cy.sim.model import (
     RigidSettings,
     contact_points_from_urdf,
