@@ -17,8 +17,9 @@ from dataclasses import dataclass, fields, replace
 
 from servoloop.core_cy.actuator import ALIASES, ServoModel, ServoModelError, default_servo_model
 from servoloop.core_cy.actuator.defaults import stall_ratio
+from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["JointLoad", "Actuator", "AX18A_REFERENCE", "default_actuator", "with_overrides",
+__all__ = ["JointLoad", "Actuator", "AX18A_REFERENCE", "default_actuator", "servo_model_for", "with_overrides",
            "OVERRIDE_KEYS"]
 
 _AX18A_LOAD_KG_M2 = 4.0e-3
@@ -82,13 +83,24 @@ class Actuator:
         return self.servo.damping_ratio(self.inertia_kg_m2)
 
 
+def servo_model_for(model: str) -> ServoModel:
+    """Default :class:`ServoModel` of a servo model name, from its control table's datasheet.
+
+    Raises ``UnknownModelError`` naming the known models for an unknown name.
+    """
+    table = get_table(model)
+    if table.datasheet is None:
+        raise ValueError(f"{table.name}: its control table ({table.source}) has no datasheet figures")
+    return default_servo_model(table.datasheet, table.name)
+
+
 def default_actuator(table) -> Actuator:
     """Default actuator of a control table (``ControlTable``): the model's servo, seed 000's load."""
-    servo = default_servo_model(table.name)
-    return Actuator(servo, JointLoad(_AX18A_LOAD_KG_M2 * stall_ratio(table.name)))
+    servo = servo_model_for(table.name)
+    return Actuator(servo, JointLoad(_AX18A_LOAD_KG_M2 * stall_ratio(table.datasheet)))
 
 
-AX18A_REFERENCE = Actuator(default_servo_model("AX-18A"), JointLoad(_AX18A_LOAD_KG_M2))
+AX18A_REFERENCE = Actuator(servo_model_for("AX-18A"), JointLoad(_AX18A_LOAD_KG_M2))
 
 # Override keys: ServoModel fields (or their short aliases), JointLoad fields,
 # and the short load names ``inertia`` (load + armature, as identified on a

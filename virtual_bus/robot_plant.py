@@ -30,6 +30,7 @@ from servoloop.core_cy.sim.model import (
     simulator_servo_model,
 )
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
+from servoloop.firmware_bridge.control_table import get_table
 
 __all__ = ["RobotPlant", "TRUNK_BOXES", "SETTLE_S", "make_plant"]
 
@@ -94,7 +95,8 @@ class RobotPlant:
             # the default servo: each joint gets the model of the servo that drives it
             by_joint = {s.joint: s.model for s in cfg.servos}
             config = replace(config, servo=tuple(
-                simulator_servo_model(by_joint[j]) if j in by_joint else config.servo
+                simulator_servo_model(get_table(by_joint[j]).datasheet, get_table(by_joint[j]).name)
+                if j in by_joint else config.servo
                 for j in model.actuated_joint_names))
         sim = Simulator(model, points, config)
         if pose is None:

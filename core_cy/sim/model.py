@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from servoloop.core_cy.actuator import ServoModel, default_servo_model
+from servoloop.core_cy.actuator.defaults import XM430_W350_FIGURES
 from servoloop.core_cy.dynamics.urdf import parse_urdf, rpy_to_matrix
 
 __all__ = [
@@ -41,14 +42,20 @@ SIM_XM430_GAINS = {"kp_nm_per_rad": 20.0, "kd_nm_s_per_rad": 0.15, "coulomb_nm":
                    "armature_kg_m2": 0.0012, "torque_off_damping_nm_s_per_rad": 0.0}
 
 
-def simulator_servo_model(model: str = "XM430-W350") -> ServoModel:
+def simulator_servo_model(datasheet=None, model: str = "XM430-W350") -> ServoModel:
     """The servo model the simulator gives a joint driven by a ``model`` servo.
 
-    The model's defaults (:func:`core_cy.actuator.default_servo_model`), with
-    the identified XM430 gains above for the XM430-W350.
+    The model's defaults from its ``datasheet`` figures
+    (:func:`core_cy.actuator.default_servo_model`), with the identified XM430
+    gains above for the XM430-W350.  Without figures: the XM430-W350
+    (:data:`core_cy.actuator.defaults.XM430_W350_FIGURES`).
     """
-    servo = default_servo_model(model)
-    if servo.model == "XM430-W350":
+    if datasheet is None:
+        if model != "XM430-W350":
+            raise ValueError(f"simulator_servo_model: give the datasheet figures of {model}")
+        datasheet = XM430_W350_FIGURES
+    servo = default_servo_model(datasheet, model)
+    if model == "XM430-W350":
         servo = servo.with_overrides(SIM_XM430_GAINS)
     return servo
 

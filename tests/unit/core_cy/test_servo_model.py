@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import yaml
 
-from servoloop.core_cy.actuator import ServoModel, ServoModelError, _actuator, default_servo_model
+from servoloop.core_cy.actuator import ServoModel, ServoModelError, _actuator
+from servoloop.core_cy.actuator.defaults import XM430_W350_FIGURES
 from servoloop.core_cy.actuator.independent import COLUMNS, IndependentServos
 from servoloop.core_cy.actuator.reference import servo_torque_reference, step_independent_reference
-from servoloop.firmware_bridge.control_table import MODELS
+from servoloop.firmware_bridge.control_table import MODELS, get_table
+from servoloop.virtual_bus.actuator import servo_model_for
 
 
 def _law_inputs(rng, n):
@@ -61,7 +63,7 @@ def test_compiled_independent_joints_match_the_reference():
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_defaults_come_from_the_datasheet_and_their_no_load_speed_is_its_figure(model):
-    s = default_servo_model(model)
+    s = servo_model_for(model)
     ds = MODELS[model].datasheet
     assert (s.stall_torque_nm, s.rated_voltage_v, s.supply_voltage_v) == (ds.stall_torque_nm, ds.voltage_v, ds.voltage_v)
     assert s.no_load_speed_at_supply_rad_s == pytest.approx(ds.no_load_speed_rad_s, rel=1e-12)
@@ -72,7 +74,7 @@ def test_defaults_come_from_the_datasheet_and_their_no_load_speed_is_its_figure(
 
 
 def test_to_dict_from_dict_round_trip_and_errors_name_the_field():
-    s = default_servo_model("XM430-W350")
+    s = servo_model_for("XM430-W350")
     assert ServoModel.from_dict(s.to_dict()) == s or math.isnan(s.velocity_gain_nm_s_per_rad)
     d = s.to_dict()
     d["no_load_speed_rad_s"] = None
@@ -89,7 +91,7 @@ def test_to_dict_from_dict_round_trip_and_errors_name_the_field():
 
 
 def test_calibration_reports_load_straight_into_the_model(tmp_path):
-    base = default_servo_model("AX-18A")
+    base = servo_model_for("AX-18A")
     bench = {"params": {"kp": 8.0, "kd": 0.25, "kc": 0.04, "torque_limit": 1.5, "command_delay": 0.01}}
     path = tmp_path / "servo.yaml"
     path.write_text(yaml.safe_dump(bench))
@@ -100,7 +102,7 @@ def test_calibration_reports_load_straight_into_the_model(tmp_path):
     # a voltage-drive fit (calibrate fit, BAM's m1): kt and R give the motor line
     fit = {"model": "m1", "params": {"kt": 0.37, "R": 3.5, "armature": 0.002, "friction_base": 0.018,
                                      "friction_viscous": 0.0059, "q_offset": 0.001}}
-    xl = ServoModel.from_calibration(fit, default_servo_model("XL330-M288"))
+    xl = ServoModel.from_calibration(fit, servo_model_for("XL330-M288"))
     assert xl.stall_torque_nm == pytest.approx(0.37 * 5.0 / 3.5)
     assert xl.back_emf_nm_s_per_rad == pytest.approx(0.37 * 0.37 / 3.5)
     assert (xl.armature_kg_m2, xl.coulomb_nm, xl.viscous_nm_s_per_rad) == (0.002, 0.018, 0.0059)
@@ -112,7 +114,7 @@ def test_calibration_reports_load_straight_into_the_model(tmp_path):
 
 
 def test_independent_servos_check_their_inputs():
-    s = default_servo_model("XM430-W350")
+    s = servo_model_for("XM430-W350")
     with pytest.raises(ValueError, match="inertia_kg_m2"):
         IndependentServos([s], [0.0])
     j = IndependentServos([s], [0.01])
@@ -124,9 +126,15 @@ def test_bench_kernel_on_a_servo_model_reaches_its_no_load_speed():
     from servoloop.calibration.models import servo_model_vector
     from servoloop.core_cy.actuator import simulate
 
-    s = default_servo_model("MX-64")
+    s = servo_model_for("MX-64")
     n = 3000
     q, qd, _ = simulate(servo_model_vector(s), np.full(n, 50.0), np.ones(n, bool), s.supply_voltage_v,
                         1e-3, 0.0, 0.0, 0.01, 0.0)
     assert qd.max() <= s.no_load_speed_rad_s * (1 + 1e-9)
     assert qd[-1] == pytest.approx(s.no_load_speed_rad_s, rel=1e-3)
+
+
+def test_the_simulators_default_figures_are_the_xm430_tables():
+    ds = get_table("XM430-W350").datasheet
+    assert (XM430_W350_FIGURES.stall_torque_nm, XM430_W350_FIGURES.no_load_speed_rpm,
+            XM430_W350_FIGURES.voltage_v) == (ds.stall_torque_nm, ds.no_load_speed_rpm, ds.voltage_v)
