@@ -129,3 +129,23 @@ def test_no_generic_top_level_names_are_installed(tmp_path):
     assert r.returncode == 0, r.stderr
     found = __import__("json").loads(r.stdout)
     assert not any(found.values()), f"importable outside the checkout: {found}"
+
+
+MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 500
+
+
+def test_modules_and_classes_stay_small():
+    """No module over 600 lines, no class over 500 (compiled .pyx kernels aside)."""
+    bad = []
+    for package in PACKAGES:
+        for path in _sources(package):
+            if path.suffix != ".py":
+                continue
+            text = path.read_text()
+            if text.count("\n") > MAX_MODULE_LINES:
+                bad.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno >= MAX_CLASS_LINES:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} class {node.name}: "
+                               f"{node.end_lineno - node.lineno + 1} lines")
+    assert bad == []
