@@ -30,6 +30,7 @@ __all__ = ["main", "build_parser", "lazy_arguments", "COMMAND_MODULES"]
 # Order sets the order in ``servoloop --help``.
 COMMAND_MODULES = (
     "servoloop.controller.commands",       # run, status, stop, log
+    "servoloop.controller.init_cli",       # init, config
     "servoloop.firmware_bridge.cli",       # scan
     "servoloop.virtual_bus.cli",           # virtual-bus
     "servoloop.calibration.cli",           # calibrate
