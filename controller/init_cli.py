@@ -102,9 +102,9 @@ def render_config(rows: list[dict], port: str) -> str:
     ]
     for r in rows:
         lo, hi = r["limits"] if r["limits"] else (-3.14159, 3.14159)
-        src = "the servo's limit registers" if r["limits"] else "no limit registers: full turn"
+        note = "limits from the servo's limit registers" if r["limits"] else "no limit registers: a full turn"
         lines.append(f"  - {{id: {r['id']}, model: {r['model']}, joint: joint_{r['id']}, "
-                     f"min: {lo:.4f}, max: {hi:.4f}}}   # limits from {src}")
+                     f"min: {lo:.4f}, max: {hi:.4f}}}   # {note}")
     lines += [
         f"loop: {{rate_hz: {rate}}}            # what {baud} bps carries for {len(rows)} servo(s); "
         "a faster baud (servoloop setup baud) allows more",
