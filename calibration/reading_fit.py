@@ -23,7 +23,11 @@ import dataclasses
 
 import numpy as np
 
-from servoloop.calibration.encoder_reading import fit_reading_noise, reading_variance
+from servoloop.calibration.encoder_reading import (
+    fit_reading_noise,
+    reading_log_probability,
+    reading_variance,
+)
 from servoloop.calibration.models import ModelSpec
 from servoloop.calibration.output_error import FitResult, fit_output_error
 from servoloop.calibration.recording import Recording
@@ -37,7 +41,8 @@ _MODEL_ERROR_TICKS = 0.05
 _NOISE_KEY = "reading_noise_ticks"
 
 
-def fit_on_readings(spec: ModelSpec, rec: Recording, start: dict, iterations: int = 2,
+def fit_on_readings(spec: ModelSpec, rec: Recording, start: dict,
+                    schedules: tuple = (("weighted", "weighted"), ("plain", "weighted")),
                     max_nfev: int = 100) -> tuple[FitResult, float]:
     """Reweighted fit of ``spec`` on one resampled run with whole-tick readings.
 
@@ -50,34 +55,50 @@ def fit_on_readings(spec: ModelSpec, rec: Recording, start: dict, iterations: in
         Resampled, ``position_quantum`` > 0.
     start : dict
         Initial values of the free parameters.
-    iterations : int
-        Reweighting rounds.
+    schedules : tuple of tuple of {"weighted", "plain"}
+        Chains of rounds, each from ``start``: a "plain" round weights every
+        sample alike (a wider basin), a "weighted" one by its reading's spread.
     max_nfev : int
         Least-squares budget per round.
 
     Returns
     -------
     result : FitResult
-        Of the last round (``params`` include the noise).
-    noise_ticks : float
-        Reading noise std [ticks].
+        Of the round, over all chains, whose parameters make the readings
+        most likely (``params`` include the noise).
+    log_likelihood : float
+        Of the readings at that result.
     """
     tick = rec.position_quantum
     readings = np.round(rec.position / tick)
-    lo, hi = dataclasses.replace(spec, free=(_NOISE_KEY,)).bounds()
+    bounds = tuple(float(b[0]) for b in dataclasses.replace(spec, free=(_NOISE_KEY,)).bounds())
     held = dataclasses.replace(spec, free=tuple(k for k in spec.free if k != _NOISE_KEY))
-    params = {k: v for k, v in start.items() if k in held.free}
-    noise = float(start.get(_NOISE_KEY, 0.3))
-    res = None
-    for _ in range(iterations):
-        model = dataclasses.replace(held, fixed=dict(held.fixed, **{_NOISE_KEY: noise}))
-        x = simulate_recording(model, params, rec)[0] / tick
-        noise = fit_reading_noise(x, readings, (float(lo[0]), float(hi[0])))
-        weights = 1.0 / np.sqrt(reading_variance(x, noise) + _MODEL_ERROR_TICKS**2) / tick
-        model = dataclasses.replace(held, fixed=dict(held.fixed, **{_NOISE_KEY: noise}))
-        res = fit_output_error(model, [rec], params, method="lsq", max_nfev=max_nfev,
-                               sample_weights=[weights], loss="linear")
-        params = dict(res.params)
-    res.params[_NOISE_KEY] = noise
-    res.stderr.setdefault(_NOISE_KEY, float("nan"))
-    return res, noise
+    best, best_ll = None, -np.inf
+    for schedule in schedules:
+        params = {k: v for k, v in start.items() if k in held.free}
+        noise = float(start.get(_NOISE_KEY, 0.3))
+        for kind in schedule:
+            x = _trajectory_ticks(held, params, noise, rec)
+            noise = fit_reading_noise(x, readings, bounds)
+            if kind == "weighted":
+                weights = 1.0 / np.sqrt(reading_variance(x, noise) + _MODEL_ERROR_TICKS**2) / tick
+            else:
+                weights = np.full(rec.n, 1.0 / tick)
+            model = dataclasses.replace(held, fixed=dict(held.fixed, **{_NOISE_KEY: noise}))
+            res = fit_output_error(model, [rec], params, method="lsq", max_nfev=max_nfev,
+                                   sample_weights=[weights], loss="linear")
+            params = dict(res.params)
+            # each round is scored by what the weighting approximates, the likelihood of the
+            # readings: the weighted objective is rugged where a rest position moves by a tick
+            x = _trajectory_ticks(held, params, noise, rec)
+            res.params[_NOISE_KEY] = noise = fit_reading_noise(x, readings, bounds)
+            ll = float(np.sum(reading_log_probability(x, readings, noise)))
+            if ll > best_ll:
+                best, best_ll = res, ll
+    best.stderr.setdefault(_NOISE_KEY, float("nan"))
+    return best, best_ll
+
+
+def _trajectory_ticks(model: ModelSpec, params: dict, noise: float, rec: Recording) -> np.ndarray:
+    model = dataclasses.replace(model, fixed=dict(model.fixed, **{_NOISE_KEY: noise}))
+    return simulate_recording(model, params, rec)[0] / rec.position_quantum
