@@ -150,7 +150,7 @@ def _plot(path, recs, result):
     runs = []
     for rec, g in zip(recs, result["fit"]["per_gain"], strict=True):
         r = resample(rec, BENCH_DT_S)
-        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"))
+        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"), g["substep_s"])
         spec = dataclasses.replace(spec, free=tuple(k for k in spec.free if k in g["params"]))
         q, _, _ = simulate_recording(spec, g["params"], r)
         runs.append({"name": Path(rec.path).name, "t": r.t, "goal": r.goal, "measured": r.position,

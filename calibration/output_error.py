@@ -30,7 +30,7 @@ from servoloop.calibration.models import ModelSpec
 from servoloop.calibration.recording import Recording
 from servoloop.calibration.simulation import expected_reading, simulate_recording, simulation_mae
 
-__all__ = ["FitResult", "fit_output_error"]
+__all__ = ["FitResult", "fit_output_error", "output_error_residuals", "output_error_cost"]
 
 # soft-L1 scale: ~3 encoder ticks of an X-series servo
 _LOSS_SCALE_RAD = 0.005
@@ -75,9 +75,58 @@ def _from_x(model, x):
     return dict(zip(model.free, v.tolist(), strict=True))
 
 
+def output_error_residuals(model: ModelSpec, recs: list[Recording], params: dict,
+                           sample_weights: list | None = None) -> np.ndarray:
+    """Simulated minus logged position over every sample of ``recs``, each log weighted by 1/sqrt(n).
+
+    Where the log has whole-tick readings and the model a reading noise
+    (fitted, or held in ``model.fixed``), the simulation is compared through
+    the expected reading.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    recs : list of Recording
+        Resampled.
+    params : dict
+        Values of ``model.free``.
+    sample_weights : list of ndarray (n_i,), optional
+        Extra weight per sample and log (e.g. 1/std of each reading).
+
+    Returns
+    -------
+    ndarray (sum n_i,)
+        [rad x weight]; non-finite entries (a diverged simulation) replaced by 1.
+    """
+    out = []
+    sigma = model.values(params).get("reading_noise_ticks")
+    for i, r in enumerate(recs):
+        q, _, _ = simulate_recording(model, params, r)
+        if sigma is not None and r.position_quantum > 0.0:
+            q = expected_reading(q, r.position_quantum, sigma)
+        res = (1.0 / np.sqrt(r.n)) * (q - r.position)
+        if sample_weights is not None:
+            res = res * sample_weights[i]
+        out.append(res)
+    res = np.concatenate(out)
+    return np.where(np.isfinite(res), res, 1.0)
+
+
+def output_error_cost(model: ModelSpec, recs: list[Recording], params: dict) -> float:
+    """The least-squares fit's objective at ``params`` (soft-L1 of the residuals, as scipy reports it)."""
+    f = _loss_scale(recs)
+    z = (output_error_residuals(model, recs, params) / f) ** 2
+    return float(f**2 * np.sum(np.sqrt(1.0 + z) - 1.0))
+
+
+def _loss_scale(recs) -> float:
+    return _LOSS_SCALE_RAD / float(np.sqrt(np.mean([r.n for r in recs])))
+
+
 def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None = None,
                      max_nfev: int = 300, progress: bool = False, method: str = "cmaes+lsq",
-                     cma_evals: int = 4000, seed: int = 1) -> FitResult:
+                     cma_evals: int = 4000, seed: int = 1, sample_weights: list | None = None,
+                     loss: str = "soft_l1") -> FitResult:
     """Fit ``model`` on resampled recordings by simulation error.
 
     Parameters
@@ -97,6 +146,12 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
         CMA-ES budget (simulations of the whole training set).
     seed : int
         CMA-ES seed (fits are reproducible).
+    sample_weights : list of ndarray (n_i,), optional
+        Weight of each sample of each log in the least squares (default 1).
+    loss : {"soft_l1", "linear"}
+        Least-squares loss: soft-L1 at ~3 encoder ticks (robust to outliers),
+        or plain least squares (for weighted fits whose weights already
+        model the spread of each reading).
 
     Returns
     -------
@@ -107,23 +162,15 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
     for r in recs:
         if r.dt is None:
             raise FitError(f"{r.path}: not resampled")
-    weights = [1.0 / np.sqrt(r.n) for r in recs]
+    if loss not in ("soft_l1", "linear"):
+        raise FitError(f"unknown loss {loss!r}")
     count = [0]
 
     def residuals(x):
-        params = _from_x(model, x)
-        out = []
-        sigma = params.get("reading_noise_ticks")
-        for r, w in zip(recs, weights, strict=True):
-            q, _, _ = simulate_recording(model, params, r)
-            if sigma is not None and r.position_quantum > 0.0:
-                q = expected_reading(q, r.position_quantum, sigma)
-            out.append(w * (q - r.position))
         count[0] += 1
         if progress and count[0] % 50 == 0:
             print(f"\r  fit {model.name}: {count[0]} simulations of {len(recs)} logs", end="", file=sys.stderr)
-        res = np.concatenate(out)
-        return np.where(np.isfinite(res), res, 1.0)
+        return output_error_residuals(model, recs, _from_x(model, x), sample_weights)
 
     if method not in ("cmaes+lsq", "cmaes", "lsq"):
         raise FitError(f"unknown fit method {method!r}")
@@ -135,8 +182,7 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
         max_nfev_eff = 1
     else:
         max_nfev_eff = max_nfev
-    sol = least_squares(residuals, x0, bounds=(0.0, 1.0), method="trf", loss="soft_l1",
-                        f_scale=_LOSS_SCALE_RAD / np.sqrt(np.mean([r.n for r in recs])),
+    sol = least_squares(residuals, x0, bounds=(0.0, 1.0), method="trf", loss=loss, f_scale=_loss_scale(recs),
                         diff_step=1e-3, x_scale=1.0, max_nfev=max_nfev_eff)
     if method != "lsq" and _mean_mae(model, recs, sol.x) > _mean_mae(model, recs, x0):
         # the soft-L1 polish traded MAE for squared error: keep the MAE optimum
