@@ -133,6 +133,9 @@ def cmd_run(args) -> int:
         finally:
             if printer is not None:
                 printer.stop()
+        base_state = getattr(lock.virtual.engine.plant, "base_state", None) if lock is not None else None
+        if base_state is not None and base_state() is not None:
+            summary["simulation"] = base_state()      # the plant's truth, to compare with estimates
     finally:
         if vproc is not None:
             vproc.stop()

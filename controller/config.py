@@ -50,6 +50,7 @@ __all__ = [
     "LoggingConfig",
     "SocketConfig",
     "SimulationConfig",
+    "ContactConfig",
     "RobotConfig",
     "load_config",
     "config_from_dict",
@@ -103,6 +104,9 @@ class ModelConfig:
     name: str | None = None
     urdf: str | None = None
     floating_base: bool = False
+    #: ``<mimic>`` joints: ``error`` (refused, naming the joint) or ``independent``
+    #: (kept as ordinary joints, each driven by its own servo; Pinocchio's default)
+    mimic: str = "error"
 
 
 @dataclass(frozen=True)
@@ -189,16 +193,36 @@ class SocketConfig:
 
 
 @dataclass(frozen=True)
+class ContactConfig:
+    """One contact primitive on a link, for the contact simulator.
+
+    ``shape``: ``box`` (``size`` = full edge lengths [m], 3 values),
+    ``sphere`` ([radius]) or ``cylinder`` ([radius, length], along the link's
+    z axis); ``origin``: its centre in the link frame [m].
+    """
+
+    link: str
+    shape: str
+    size: tuple[float, ...]
+    origin: tuple[float, ...] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
 class SimulationConfig:
     """What simulates the robot when no port is given (the built-in virtual bus).
 
-    ``plant``: ``"MODULE:FUNCTION"`` factory of the virtual bus's physics,
-    called with ``servos=`` and ``robot=``; None = one independent load per
-    servo.  The legged robots name the contact simulator
-    (``servoloop.virtual_bus.robot_plant:make_plant``) so they stand on the ground.
+    ``plant``: ``contact`` (the contact simulator), ``independent`` (one
+    load per servo) or ``"MODULE:FUNCTION"``, a factory of the virtual
+    bus's physics called with ``servos=`` and ``robot=`` (and ``config=``,
+    the config itself, when the factory takes it); None = ``contact`` when
+    the config names a URDF (``model.urdf`` or ``model.name``), else
+    ``independent``.  ``contacts``: contact primitives added to
+    the URDF's own collision boxes, spheres and cylinders (a URDF with
+    meshes only needs them to touch the ground).
     """
 
     plant: str | None = None
+    contacts: tuple[ContactConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -399,8 +423,45 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
         )
     if cfg.model.name and cfg.model.urdf:
         raise err("model: give either name or urdf, not both", "model")
+    _validate_model(cfg, err)
     if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
         raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
+
+
+MIMIC_CHOICES = ("error", "independent")
+
+
+def _validate_model(cfg: RobotConfig, err) -> None:
+    """The robot description and its contact geometry."""
+    if cfg.model.mimic not in MIMIC_CHOICES:
+        raise err(f"model.mimic {cfg.model.mimic!r} is not one of {MIMIC_CHOICES}", "model.mimic")
+    urdf = cfg.model.urdf or ""
+    if urdf.endswith(".xacro") or urdf.endswith(".urdf.xacro"):
+        out = Path(urdf).name.removesuffix(".xacro")
+        out = out if out.endswith(".urdf") else out + ".urdf"
+        raise err(f"model.urdf {urdf!r} is a xacro file, not a URDF: expand it first with "
+                  f"`xacro {urdf} > {out}` (pip install xacro) and point model.urdf at {out}",
+                  "model.urdf")
+    from servoloop.core_cy.sim.model import SHAPES  # the shapes the simulator knows
+
+    for k, c in enumerate(cfg.simulation.contacts):
+        where = f"simulation.contacts[{k}] (link {c.link!r})"
+        if c.shape not in SHAPES:
+            raise err(f"{where}: shape {c.shape!r} is not one of {tuple(SHAPES)}", f"simulation.contacts[{k}].shape")
+        if len(c.size) != SHAPES[c.shape] or min(c.size) < 0:
+            what = {"box": "[x, y, z] full edge lengths", "sphere": "[radius]",
+                    "cylinder": "[radius, length]"}[c.shape]
+            raise err(f"{where}: a {c.shape} needs size {what} in m, got {list(c.size)}",
+                      f"simulation.contacts[{k}].size")
+        if len(c.origin) != 3:
+            raise err(f"{where}: origin must be [x, y, z] in m", f"simulation.contacts[{k}].origin")
+    plant = cfg.simulation.plant
+    if plant is not None and plant not in ("contact", "independent") and ":" not in plant:
+        raise err(f"simulation.plant {plant!r}: expected contact, independent or MODULE:FUNCTION",
+                  "simulation.plant")
+    if cfg.simulation.contacts and cfg.urdf_path() is None:
+        raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
+                  "simulation.contacts")
 
 
 # ---------------------------------------------------------------------------

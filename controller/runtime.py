@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from servoloop.controller.clock import SimulatedClock
 from servoloop.controller.config import RobotConfig
-from servoloop.controller.errors import ConnectError
+from servoloop.controller.errors import ConfigError, ConnectError
 
 __all__ = ["make_bus", "VirtualBusProcess", "Lockstep", "make_lockstep", "servo_spec_arg"]
 
@@ -70,6 +70,8 @@ class VirtualBusProcess:
         cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus"]
         if _builtin_matches(self.cfg):
             cmd += ["--robot", self.cfg.robot]
+        elif self.cfg.source:
+            cmd += ["--config", str(self.cfg.source)]     # the robot's own URDF and contacts
         else:
             cmd += ["--servos", servo_spec_arg(self.cfg)]
         cmd += ["--protocol", str(self.cfg.bus.protocol), "--baud", str(self.cfg.bus.baud)]
@@ -187,10 +189,19 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
     from servoloop.firmware_bridge.bus import ServoSpec
 
     servos = [ServoSpec(id=s.id, model=s.model) for s in cfg.servos]
-    if plant is None and cfg.simulation.plant:
-        from servoloop.virtual_bus.spec import load_plant
+    if plant is None:
+        from servoloop.virtual_bus.spec import config_plant, load_plant
 
-        plant = load_plant(cfg.simulation.plant, [(s.id, s.model) for s in cfg.servos], cfg.robot)
+        target = config_plant(cfg)
+        if target != "independent":
+            pairs = [(s.id, s.model) for s in cfg.servos]
+            try:
+                # a built-in robot as shipped (its pose, its contacts); any other config as written
+                plant = (load_plant(target, pairs, cfg.robot) if _builtin_matches(cfg)
+                         else load_plant(target, pairs, None, cfg))
+            except (ValueError, KeyError) as exc:     # the robot description cannot be simulated
+                raise ConfigError(f"cannot simulate the robot: {exc.args[0] if exc.args else exc}",
+                                  cfg.source) from None
     kwargs = {}
     if faults:
         kwargs["faults"] = faults

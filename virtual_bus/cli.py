@@ -47,6 +47,9 @@ def add_arguments(p) -> None:
                        help='servos as IDS:MODEL items, e.g. "1-12:XM430-W350" or "1:AX-18A,2:AX-18A"')
     which.add_argument("--robot", metavar="NAME",
                        help="a built-in robot (bench, arm, quadruped, humanoid): its servo map, baud, protocol")
+    which.add_argument("--config", metavar="FILE",
+                       help="a robot config (the daemon's YAML): its servos, baud, protocol and, with a "
+                            "URDF, the robot on the contact simulator")
     p.add_argument("--protocol", type=int, choices=(1, 2),
                    help="protocol (default: the robot's, or the servos' control tables')")
     p.add_argument("--baud", type=int, metavar="B",
@@ -65,9 +68,10 @@ def add_arguments(p) -> None:
                         "(fields: kp kd kc stall_torque damping_off inertia gravity_torque gravity_down_rad, "
                         "or any ServoModel / JointLoad field, e.g. no_load_speed_rad_s supply_voltage_v)")
     p.add_argument("--plant", metavar="MODULE:FUNCTION",
-                   help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant "
-                        "; 'independent' = one independent load per servo (the default, except for a "
-                        "--robot whose config names its simulator under simulation.plant)")
+                   help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant; "
+                        "'contact' = the contact simulator (needs --robot or --config with a URDF), "
+                        "'independent' = one independent load per servo (default for --servos; "
+                        "for a config: its simulation.plant, else 'contact' when it has a URDF)")
     p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
     p.add_argument("--noise-ticks", type=float, default=0.25, metavar="STD",
                    help="position measurement noise, standard deviation in encoder ticks (default 0.25)")
@@ -98,29 +102,34 @@ def run(args) -> int:
     from servoloop.virtual_bus.server import PtyServer
     from servoloop.virtual_bus.spec import (
         ServoSpecError,
+        config_plant,
+        load_config_file,
         load_plant,
+        normalize_servos,
         parse_actuator_spec,
         parse_servo_spec,
-        robot_plant,
-        robot_servos,
+        robot_config,
     )
 
     protocol, baud = args.protocol, args.baud
     try:
+        cfg = None
         if args.robot:
-            servos, bus = robot_servos(args.robot)
-            protocol = protocol or bus.get("protocol")
-            baud = baud or bus.get("baud")
+            cfg = robot_config(args.robot)
+        elif args.config:
+            cfg = load_config_file(args.config)
+        if cfg is not None:
+            servos = normalize_servos([(s.id, s.model) for s in cfg.servos], source=cfg.source or cfg.robot)
+            protocol = protocol or cfg.bus.protocol
+            baud = baud or cfg.bus.baud
         else:
             servos = parse_servo_spec(args.servos)
         eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
         actuators = parse_actuator_spec(args.actuator) if args.actuator else None
-        target = args.plant
-        if target is None and args.robot:
-            target = robot_plant(args.robot)  # the robot's own simulator, if it names one
+        target = args.plant if args.plant is not None else (config_plant(cfg) if cfg is not None else None)
         if target == "independent":
             target = None
-        plant = load_plant(target, servos, args.robot) if target else None
+        plant = load_plant(target, servos, args.robot, cfg) if target else None
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
                            seed=args.seed, eeprom=eeprom, actuators=actuators,
                            noise_ticks=args.noise_ticks)

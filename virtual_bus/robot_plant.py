@@ -25,19 +25,14 @@ import numpy as np
 from servoloop.core_cy.dynamics._dynamics import Model
 from servoloop.core_cy.sim.model import (
     ContactPoints,
-    box_corners,
+    contact_points_from_spec,
     contact_points_from_urdf,
     simulator_servo_model,
 )
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["RobotPlant", "TRUNK_BOXES", "SETTLE_S", "make_plant"]
-
-# Trunk boxes (m) so a robot that collapses with torque off lands on its trunk
-# instead of falling through the floor (the URDFs collide with their feet only).
-TRUNK_BOXES = {"quadruped": (0.30, 0.14, 0.064)}
-
+__all__ = ["RobotPlant", "SETTLE_S", "make_plant"]
 
 class RobotPlant:
     """The simulator as a virtual-bus plant.
@@ -73,38 +68,56 @@ class RobotPlant:
 
     @classmethod
     def for_robot(cls, name: str, config: SimConfig | None = None, pose=None) -> RobotPlant:
-        """Plant of a built-in robot (``robots/NAME``), standing at rest in ``pose``.
-
-        pose : dict joint -> rad, default the config's controller pose (or zeros).
-        """
+        """Plant of a built-in robot (``robots/NAME``), standing at rest in ``pose``."""
         from servoloop.virtual_bus.spec import robot_config
 
-        cfg = robot_config(name)          # the typed loader: unknown keys are errors
+        return cls.for_config(robot_config(name), config, pose)
+
+    @classmethod
+    def for_config(cls, cfg, config: SimConfig | None = None, pose=None) -> RobotPlant:
+        """Plant of any robot config with a URDF (a typed ``controller.config.RobotConfig``).
+
+        Contact geometry: the URDF's collision spheres, boxes and cylinders
+        plus the config's ``simulation.contacts``; each joint gets the model
+        of the servo that drives it; ``pose`` (dict joint -> rad, default
+        the config's controller pose, or zeros) is where it is placed.
+        Raises ValueError naming the file when the config has no URDF or the
+        robot has nothing to touch the ground with.
+        """
         urdf = cfg.urdf_path()
+        if urdf is None:
+            raise ValueError(f"{cfg.source or cfg.robot}: the contact simulator needs a robot "
+                             "description (model.urdf or model.name)")
         floating = cfg.model.floating_base
-        model = Model.from_urdf(str(urdf), floating_base=floating)
+        model = Model.from_urdf(str(urdf), floating_base=floating, mimic=cfg.model.mimic)
+        parts = []
         try:
-            points = contact_points_from_urdf(urdf, floating_base=floating)
+            parts.append(contact_points_from_urdf(urdf, floating_base=floating))
         except ValueError:
-            points = ContactPoints(np.zeros(0, np.int32), np.zeros((0, 3)), np.zeros(0))
-        if name in TRUNK_BOXES and floating:
-            points = ContactPoints.concat([points, box_corners(0, TRUNK_BOXES[name], name="trunk")])
+            if not cfg.simulation.contacts and floating:
+                raise ValueError(f"{urdf.name}: no collision box, sphere or cylinder (meshes only?) and "
+                                 f"no simulation.contacts in {cfg.source or 'the config'}: the robot "
+                                 "would fall through the floor; declare its feet there") from None
+        if cfg.simulation.contacts:
+            parts.append(contact_points_from_spec(urdf, cfg.simulation.contacts, floating_base=floating))
+        points = ContactPoints.concat(parts)
         joints = [s.joint for s in cfg.servos]
         config = config or SimConfig()
         if config.servo == SimConfig().servo:
             # the default servo: each joint gets the model of the servo that drives it
-            by_joint = {s.joint: s.model for s in cfg.servos}
+            by_joint = {s.joint: get_table(s.model) for s in cfg.servos}
             config = replace(config, servo=tuple(
-                simulator_servo_model(get_table(by_joint[j]).datasheet, get_table(by_joint[j]).name)
-                if j in by_joint else config.servo
-                for j in model.actuated_joint_names))
+                simulator_servo_model(by_joint[j].datasheet, by_joint[j].name)
+                if j in by_joint else config.servo for j in model.actuated_joint_names))
         sim = Simulator(model, points, config)
         if pose is None:
             pose = cfg.controller.params.get("pose", {}) or {}
         plant = cls(sim, joints)
         q = np.zeros(sim.n_joints)
+        names = list(model.actuated_joint_names)
         for j, val in pose.items():
-            q[list(model.actuated_joint_names).index(j)] = val
+            if j in names:
+                q[names.index(j)] = val
         plant._place(q)
         return plant
 
@@ -116,6 +129,19 @@ class RobotPlant:
             q[self._off:] = joints
             self.sim.set_state(q)
         self._goal[:] = joints
+
+    def base_state(self) -> dict | None:
+        """The floating base's true pose: ``base_position_in_world`` [m], ``base_rpy`` [rad]
+        (roll, pitch, yaw; ZYX), or None for a fixed base."""
+        if not self.sim.model.floating_base:
+            return None
+        q = self.sim.q
+        x, y, z, w = (float(v) for v in q[3:7])
+        roll = np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+        pitch = np.arcsin(np.clip(2 * (w * y - z * x), -1.0, 1.0))
+        yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        return {"base_position_in_world": [float(v) for v in q[:3]],
+                "base_rpy": [float(roll), float(pitch), float(yaw)]}
 
     def set_state(self, position, velocity=None) -> None:
         """Place the servo joints [rad] at rest; a floating base is set down on the ground."""
@@ -152,24 +178,31 @@ class RobotPlant:
 SETTLE_S = 2.0
 
 
-def make_plant(servos, robot: str | None = None) -> RobotPlant:
-    """``--plant`` factory of the virtual bus: the simulator for built-in robot ``robot``.
+def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
+    """``--plant`` factory of the virtual bus: the contact simulator for a robot config.
 
-    servos : [(id, model)] in bus order (must match the robot config's servo list).
+    servos : [(id, model)] in bus order (must match the config's servo list).
+    robot : a built-in robot's name, used when ``config`` is None.
+    config : a typed robot config (``servoloop virtual-bus --config FILE``).
 
     Real servos power up with torque off, so a floating robot (legged) starts
     as it would be found when switched on: lying at rest where its joints
     let it fall (:data:`SETTLE_S` of simulated time with torque off), not
     mid-fall.  The daemon's startup then stands it up.
     """
-    if robot is None:
-        raise ValueError("virtual_bus.robot_plant:make_plant needs a robot (--robot NAME): "
-                         "the simulator needs its URDF")
-    plant = RobotPlant.for_robot(robot)
+    if config is None:
+        if robot is None:
+            raise ValueError("virtual_bus.robot_plant:make_plant needs a robot config "
+                             "(--config FILE or --robot NAME): the simulator needs its URDF")
+        plant = RobotPlant.for_robot(robot)
+        name = robot
+    else:
+        plant = RobotPlant.for_config(config)
+        name = config.source or config.robot
     if plant.sim.model.floating_base:
         n = plant.n
         pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
         plant.step(SETTLE_S, pos.copy(), np.zeros(n, dtype=bool), pos, vel, tau)
     if plant.n != len(servos):
-        raise ValueError(f"robot {robot!r} drives {plant.n} joints, the bus has {len(servos)} servos")
+        raise ValueError(f"{name}: the robot drives {plant.n} joints, the bus has {len(servos)} servos")
     return plant

@@ -6,6 +6,7 @@ from servoloop.firmware_bridge.control_table import get_table
 from servoloop.firmware_bridge.errors import UnknownModelError
 
 __all__ = ["ServoSpecError", "parse_servo_spec", "robot_config", "robot_servos", "robot_plant", "normalize_servos",
+           "config_plant", "load_config_file", "CONTACT_PLANT", "PLANT_NAMES",
            "parse_actuator_spec", "load_plant"]
 
 
@@ -62,13 +63,34 @@ def robot_servos(name: str) -> tuple[list[tuple[int, str]], dict]:
     return normalize_servos(pairs, source=cfg.source or name), dataclasses.asdict(cfg.bus)
 
 
-def robot_plant(name: str) -> str | None:
-    """The ``simulation.plant`` factory (``MODULE:FUNCTION``) the robot's config names, or None.
+CONTACT_PLANT = "servoloop.virtual_bus.robot_plant:make_plant"
+#: short names of the plants, as ``--plant`` and ``simulation.plant`` take them
+PLANT_NAMES = {"contact": CONTACT_PLANT, "independent": "independent"}
 
-    The robot description says what simulates it (the legged robots name
-    the contact simulator); this package only imports the factory by name.
-    """
-    return robot_config(name).simulation.plant
+
+def load_config_file(path: str):
+    """A robot config file through the daemon's typed loader."""
+    from servoloop.controller.config import load_config
+    from servoloop.controller.errors import ConfigError
+
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise ServoSpecError(str(e)) from None
+
+
+def config_plant(cfg) -> str:
+    """The plant a config runs on: its ``simulation.plant``, else the contact simulator
+    when it has a URDF, else independent loads."""
+    plant = cfg.simulation.plant
+    if plant is None:
+        plant = "contact" if cfg.urdf_path() is not None else "independent"
+    return PLANT_NAMES.get(plant, plant)
+
+
+def robot_plant(name: str) -> str:
+    """The plant the built-in robot ``name`` runs on (see :func:`config_plant`)."""
+    return config_plant(robot_config(name))
 
 
 def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
@@ -135,10 +157,13 @@ def parse_actuator_spec(spec: str) -> dict[int, dict[str, float]]:
     return out
 
 
-def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None):
-    """Build a plant from ``"package.module:function"`` called with ``servos=`` and ``robot=``."""
+def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None, config=None):
+    """Build a plant from ``"package.module:function"`` (or ``contact``) called with ``servos=``,
+    ``robot=`` and, when the factory takes it and a config is given, ``config=``."""
     import importlib
+    import inspect
 
+    target = PLANT_NAMES.get(target, target)
     module, colon, func = target.partition(":")
     if not colon or not module or not func:
         raise ServoSpecError(f"--plant {target!r}: expected MODULE:FUNCTION")
@@ -146,4 +171,10 @@ def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None):
         factory = getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as e:
         raise ServoSpecError(f"--plant {target!r}: {e}") from None
-    return factory(servos=servos, robot=robot)
+    kwargs = {"servos": servos, "robot": robot}
+    try:
+        if config is not None and "config" in inspect.signature(factory).parameters:
+            kwargs["config"] = config
+    except (TypeError, ValueError):
+        pass
+    return factory(**kwargs)

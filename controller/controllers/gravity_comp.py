@@ -66,7 +66,8 @@ class GravityCompController(Controller):
             if path is None:
                 raise ControllerParamError("gravity_comp: the config has no model (model.urdf or model.name)")
             # Gravity compensation of the limbs: the base is taken as fixed.
-            model = core_cy.Model.from_urdf(str(path), floating_base=False)
+            model = core_cy.Model.from_urdf(str(path), floating_base=False,
+                                            mimic=self.ctx.config.model.mimic)
         if model.nq != model.nv:
             raise ControllerParamError(
                 f"gravity_comp: model has nq={model.nq} != nv={model.nv} (continuous or "

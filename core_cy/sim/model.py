@@ -28,6 +28,9 @@ __all__ = [
     "RigidSettings",
     "Ground",
     "contact_points_from_urdf",
+    "contact_points_from_spec",
+    "shape_points",
+    "SHAPES",
     "box_corners",
 ]
 
@@ -153,9 +156,43 @@ def _origin(el):
     return rpy_to_matrix(rpy), xyz
 
 
+SHAPES = {"box": 3, "sphere": 1, "cylinder": 2}   # shape -> number of size values
+_RIM = 8                                           # points on each rim of a cylinder
+
+
+def shape_points(body: int, shape: str, size, rotation, center, name: str) -> ContactPoints:
+    """Contact candidates of one primitive on ``body``, placed by ``rotation`` (3, 3) and ``center`` (3,).
+
+    ``size``: box the full edge lengths [m]; sphere [radius]; cylinder
+    [radius, length] along its z axis (URDF's convention).  A sphere is one
+    point with its radius, a box its 8 corners, a cylinder 8 points on the
+    rim of each end cap (radius 0): a wheel or a round foot rests on its rim
+    as on a real floor.
+    """
+    if shape not in SHAPES:
+        raise ValueError(f"{name}: shape must be one of {sorted(SHAPES)}, not {shape!r}")
+    size = [float(v) for v in size]
+    if len(size) != SHAPES[shape] or min(size) < 0:
+        raise ValueError(f"{name}: a {shape} needs {SHAPES[shape]} non-negative size value(s), got {size}")
+    center = np.asarray(center, dtype=float)
+    if shape == "sphere":
+        return ContactPoints(np.array([body], np.int32), center[None].copy(), np.array([size[0]]), [name])
+    if shape == "box":
+        local = box_corners(body, size, name=name)
+    else:
+        r, length = size
+        ang = np.arange(_RIM) * (2.0 * np.pi / _RIM)
+        rim = np.stack([r * np.cos(ang), r * np.sin(ang), np.zeros(_RIM)], axis=1)
+        pos = np.concatenate([rim + [0.0, 0.0, -0.5 * length], rim + [0.0, 0.0, 0.5 * length]])
+        local = ContactPoints(np.full(2 * _RIM, body, np.int32), pos, np.zeros(2 * _RIM),
+                              [f"{name}:rim{k}" for k in range(2 * _RIM)])
+    local.position = center + local.position @ np.asarray(rotation, dtype=float).T
+    return local
+
+
 def contact_points_from_urdf(path, floating_base: bool = True, links=None,
                              boxes: bool = True) -> ContactPoints:
-    """Contact candidates from the URDF's collision spheres and boxes.
+    """Contact candidates from the URDF's collision spheres, boxes and cylinders.
 
     Parameters
     ----------
@@ -164,9 +201,10 @@ def contact_points_from_urdf(path, floating_base: bool = True, links=None,
     links : iterable of str, optional
         Links whose collision geometry is used; default: every link with a
         ``<collision>`` (the built-in robots collide with their feet only:
-        spheres on the quadruped, boxes on the humanoid).
+        spheres on the quadruped, boxes on the humanoid).  Meshes are skipped
+        (declare primitives for them in the config's ``simulation.contacts``).
     boxes : bool
-        Add the 8 corners of collision boxes (else spheres only).
+        Add the 8 corners of collision boxes and the rims of cylinders (else spheres only).
 
     Raises
     ------
@@ -184,22 +222,44 @@ def contact_points_from_urdf(path, floating_base: bool = True, links=None,
         for col in link.findall("collision"):
             R_c, p_c = _origin(col)
             geom = col.find("geometry")
-            sph = geom.find("sphere") if geom is not None else None
-            box = geom.find("box") if geom is not None else None
+            if geom is None:
+                continue
+            sph, box, cyl = geom.find("sphere"), geom.find("box"), geom.find("cylinder")
             centre = R_link @ p_c + p_link
             if sph is not None:
-                r = float(sph.get("radius"))
-                parts.append(ContactPoints(np.array([body]), centre[None], np.array([r]), [name]))
+                parts.append(shape_points(body, "sphere", [sph.get("radius")], R_link @ R_c, centre, name))
             elif box is not None and boxes:
-                size = [float(s) for s in box.get("size").split()]
-                pts = box_corners(body, size, name=name)
-                pts.position = centre + pts.position @ (R_link @ R_c).T
-                parts.append(pts)
+                size = box.get("size").split()
+                parts.append(shape_points(body, "box", size, R_link @ R_c, centre, name))
+            elif cyl is not None and boxes:
+                size = [cyl.get("radius"), cyl.get("length")]
+                parts.append(shape_points(body, "cylinder", size, R_link @ R_c, centre, name))
     pts = ContactPoints.concat(parts)
     if len(pts) == 0:
-        raise ValueError(f"{Path(path).name}: no collision sphere or box on "
-                         f"{'any link' if links is None else 'links ' + str(list(links))}")
+        raise ValueError(f"{Path(path).name}: no collision sphere, box or cylinder on "
+                         f"{'any link' if links is None else 'links ' + str(list(links))}; declare "
+                         "contacts in the config (simulation.contacts)")
     return pts
+
+
+def contact_points_from_spec(path, contacts, floating_base: bool = True) -> ContactPoints:
+    """Contact candidates declared by hand: ``contacts`` items with ``link``, ``shape``, ``size``, ``origin``.
+
+    ``origin`` (3,) [m] is the primitive's centre in the link's frame (axes
+    aligned with the link's).  Raises ValueError naming the item for an
+    unknown link or a bad shape.
+    """
+    tree = parse_urdf(str(path), floating_base=floating_base)
+    parts = []
+    for k, c in enumerate(contacts):
+        where = f"simulation.contacts[{k}]"
+        if c.link not in tree.frames:
+            known = ", ".join(sorted(tree.frames))
+            raise ValueError(f"{where}: link {c.link!r} is not in {Path(path).name} (links: {known})")
+        body, R_link, p_link = tree.frames[c.link]
+        centre = R_link @ np.asarray(c.origin, dtype=float) + p_link
+        parts.append(shape_points(body, c.shape, c.size, R_link, centre, f"{where} {c.link}"))
+    return ContactPoints.concat(parts)
 
 
 def box_corners(body: int, size, center=(0.0, 0.0, 0.0), name: str = "box") -> ContactPoints:

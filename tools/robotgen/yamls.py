@@ -73,8 +73,14 @@ for name, s in SPEC.items():
         lines.append("  via:")
         lines.append("    - {" + ", ".join(f"{l}_hip_abad: 0.0, {l}_hip_flex: 1.25, {l}_knee: -2.5"
                                            for l in ("lf", "lh", "rf", "rh")) + "}")
+    if not s["floating"]:
+        lines.append("simulation: {plant: independent}   # each servo drives its own load (no contact simulator)")
     if s["floating"]:
-        lines.append('simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}  # the contact simulator stands behind the virtual bus')
+        lines.append("simulation:                 # the contact simulator stands behind the virtual bus")
+        lines.append('  plant: "servoloop.virtual_bus.robot_plant:make_plant"')
+        if name == "quadruped":
+            # the URDF collides with its feet only: a robot collapsing with torque off lands on its trunk
+            lines.append("  contacts: [{link: base_link, shape: box, size: [0.30, 0.14, 0.064]}]   # trunk")
     text = "\n".join(lines) + "\n"
     yaml.safe_load(text)
     (ROOT / name / f"{name}.yaml").write_text(text)
