@@ -151,12 +151,19 @@ class RobotPlant:
         if velocity is not None:
             self.sim.v[self._voff + self._idx] = velocity
 
-    def set_actuation(self, kp_scale, torque_limit_nm) -> None:
-        """Gain scale (1 = factory) and active-torque limit [N m] per servo, (n,)."""
-        kp = self.sim._core.servo_array("kp")[0]
-        tau = self.sim._core.servo_array("tau_max")[0]
+    def set_actuation(self, kp_scale, torque_limit_nm, mode=None, command=None) -> None:
+        """Per-servo register state, all (n,): gain scale (1 = factory), active-torque limit
+        [N m], and (as the independent plant) ``mode`` 0 position / 1 velocity / 2 torque with
+        its ``command`` [rad/s or N m]: a current-mode servo drives its joint as a torque source."""
+        core = self.sim._core
+        kp = core.servo_array("kp")[0]
+        tau = core.servo_array("tau_max")[0]
         kp[self._idx] = self._kp0[self._idx] * np.asarray(kp_scale, dtype=float)
         tau[self._idx] = np.minimum(self._tau0[self._idx], np.asarray(torque_limit_nm, dtype=float))
+        if mode is not None:
+            core.servo_array("drive")[0][self._idx] = mode
+        if command is not None:
+            core.servo_array("command")[0][self._idx] = command
 
     def step(self, dt, goal_rad, torque_on, out_position, out_velocity, out_torque) -> None:
         """Advance ``dt`` s in whole simulator steps (the remainder carries over)."""

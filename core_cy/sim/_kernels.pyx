@@ -28,7 +28,7 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from servoloop.core_cy.actuator._law cimport DRIVE_POSITION, passive_damping, servo_torque
+from servoloop.core_cy.actuator._law cimport passive_damping, servo_torque
 from servoloop.core_cy.dynamics._dynamics cimport Model, Data, ModelC, DataC, fk_c, rnea_c, crba_c, integrate_c
 from servoloop.core_cy.contact._kernels cimport (
     ContactLaw, LCPStats, contact_force, contact_damping, plane_frame, pgs_solve,
@@ -40,7 +40,8 @@ from servoloop.core_cy.linalg._dense cimport (
 __all__ = ["SimCore"]
 
 # Per-joint servo parameters (see core_cy/sim/simulator.py _SERVO_ARRAYS)
-_SERVO_ARRAYS = ("kp", "kd", "kc", "tau_max", "armature", "stall", "emf", "viscous", "off_damping")
+_SERVO_ARRAYS = ("kp", "kd", "kc", "tau_max", "armature", "stall", "emf", "viscous", "off_damping",
+                 "kv", "drive", "command")
 
 cdef enum:
     MODE_COMPLIANT = 0
@@ -71,6 +72,9 @@ cdef struct SimParams:
     const double* emf                # motor line slope [N m s/rad]
     const double* viscous            # gearbox viscous friction [N m s/rad]
     const double* off_damping        # torque-off damping [N m s/rad]
+    const double* kv                 # velocity-loop gain [N m s/rad] (drive 1)
+    const double* drive              # 0 position, 1 velocity, 2 torque (current / PWM mode)
+    const double* command            # goal velocity [rad/s] (drive 1) or torque [N m] (drive 2)
     const double* q_lo               # (na,) joint stops [rad] (-inf/+inf: none)
     const double* q_hi
     double sign_band
@@ -117,7 +121,8 @@ cdef void _servo(const SimParams* P, const double* q, const double* v, const dou
     """The one servo law (core_cy/actuator/_law.pxd) at every actuated joint, plus the
     one-sided compliant joint stop past q_lo/q_hi (torque on or off).
 
-    Motor torque: seed 000's PD demand bounded by the motor line at the supply
+    Motor torque: the servo's demand (seed 000's PD in position mode, the
+    velocity loop or the commanded torque per ``drive``) bounded by the motor line at the supply
     voltage and the torque limit (0 with torque off: the drive is open); the
     gearbox: -kc sgn(qd) (sgn regularised over sign_band) - viscous qd, plus
     the torque-off damping when off.  damp: -d tau / d qd (for the implicit step).
@@ -150,8 +155,8 @@ cdef void _servo(const SimParams* P, const double* q, const double* v, const dou
             sg = -1.0
             dsg = 0.0
         is_on = on[j] != 0
-        t = servo_torque(DRIVE_POSITION, is_on, P.kp[j], P.kd[j], 0.0, P.stall[j], P.emf[j],
-                         P.tau_max[j], goal[j], qj, qd, 0.0, &slope)
+        t = servo_torque(<int>P.drive[j], is_on, P.kp[j], P.kd[j], P.kv[j], P.stall[j], P.emf[j],
+                         P.tau_max[j], goal[j], qj, qd, P.command[j], &slope)
         c = passive_damping(P.viscous[j], P.off_damping[j], is_on)
         tau[P.va + j] += t - P.kc[j] * sg - c * qd
         damp[P.va + j] += -slope + P.kc[j] * dsg + c
@@ -513,6 +518,9 @@ cdef class SimCore:
             P.emf = _ptr(keep["emf"][i])
             P.viscous = _ptr(keep["viscous"][i])
             P.off_damping = _ptr(keep["off_damping"][i])
+            P.kv = _ptr(keep["kv"][i])
+            P.drive = _ptr(keep["drive"][i])
+            P.command = _ptr(keep["command"][i])
             P.q_lo = _ptr(keep["q_lo"][i])
             P.q_hi = _ptr(keep["q_hi"][i])
         offsets = {}

@@ -100,6 +100,9 @@ _SERVO_ARRAYS = {
     "emf": lambda s: s.back_emf_nm_s_per_rad,
     "viscous": lambda s: s.viscous_nm_s_per_rad,
     "off_damping": lambda s: s.torque_off_damping_nm_s_per_rad,
+    "kv": lambda s: s.velocity_loop_gain_nm_s_per_rad,
+    "drive": lambda s: 0.0,      # position control; set per joint with SimCore.servo_array("drive")
+    "command": lambda s: 0.0,
 }
 
 
@@ -293,7 +296,8 @@ class BatchSimulator:
     def servo_param(self, name: str) -> np.ndarray:
         """Live (N, n_joints) servo parameter: "kp", "kd", "kc", "tau_max" (torque limit),
         "armature", "stall" (stall torque at the supply), "emf" (motor line slope),
-        "viscous" or "off_damping" (SI units of :class:`ServoModel`).
+        "viscous", "off_damping" (SI units of :class:`ServoModel`), "kv" (velocity-loop gain),
+        "drive" (0 position, 1 velocity, 2 torque) and "command" (rad/s or N m).
 
         Write rows to sweep a parameter across environments; the next
         :meth:`step` uses the new values.
