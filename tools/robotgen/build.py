@@ -162,7 +162,7 @@ def humanoid():
              "  (6 per leg, 3 per arm; Protocol 1.0 at 1 Mbps), ~1.7 kg, ~0.40 m tall. Floating base\n"
              "  on the pelvis/torso (x forward, y left, z up). Left and right use the same axis\n"
              "  directions (servo mounting is handled by 'direction' in the YAML). q = 0 is standing\n"
-             "  straight with arms down. Feet: link <side>_foot with a sole box collision.\n"
+             "  straight with arms down. Collision: sole boxes, link outlines as boxes, a head sphere.\n"
              "  AX-18A mass: e-Manual lists AX-18F 54.5 g and AX-18A 55.9 g; AX-18A is used.\n"
              + HEADER_COMMON + "\n-->")
     AX = "AX-18A"
@@ -187,7 +187,12 @@ def humanoid():
         torso[-1].desc = f"{side}_hip_yaw " + torso[-1].desc
         torso.append(servo(AX, "y", (0, sy * (H_SHOULDER[1] - 0.025), H_SHOULDER[2] - 0.01), "z"))
         torso[-1].desc = f"{side}_shoulder_pitch " + torso[-1].desc
-    u.link("base_link", torso, note="pelvis + torso; carries both hip yaw and both shoulder pitch servos.")
+    # Collision: the robot must lie on the floor when it falls, so every link the ground
+    # can touch gets its outline as a box (the body shells, thighs, shanks, arms) and the
+    # head a sphere, not only the soles.
+    u.link("base_link", torso, collision=[("box", (0.06, 0.12, 0.12), (0, 0, 0.08)),
+                                          ("sphere", 0.025, (0, 0, 0.17))],
+           note="pelvis + torso; carries both hip yaw and both shoulder pitch servos.")
 
     for side, sy in (("l", 1), ("r", -1)):
         u.comment(f"leg {side}")
@@ -204,12 +209,14 @@ def humanoid():
                    -1.8, 0.6, AX)
         u.link(f"{side}_thigh", [br("thigh frame", (0.032, 0.002, 0.06), (0, sy * 0.022, -0.035)),
                                   br("thigh frame", (0.032, 0.002, 0.06), (0, -sy * 0.022, -0.035)),
-                                  servo(AX, "y", (0, 0, -(H_THIGH - 0.012)), "z")])
+                                  servo(AX, "y", (0, 0, -(H_THIGH - 0.012)), "z")],
+               collision=[("box", (0.036, 0.048, H_THIGH), (0, 0, -H_THIGH / 2))])
         u.revolute(f"{side}_knee", f"{side}_thigh", f"{side}_shank", (0, 0, -H_THIGH), (0, 1, 0),
                    -0.1, 2.4, AX)
         u.link(f"{side}_shank", [br("shank frame", (0.032, 0.002, 0.06), (0, sy * 0.022, -0.035)),
                                   br("shank frame", (0.032, 0.002, 0.06), (0, -sy * 0.022, -0.035)),
-                                  servo(AX, "y", (0, 0, -(H_SHANK - 0.012)), "z")])
+                                  servo(AX, "y", (0, 0, -(H_SHANK - 0.012)), "z")],
+               collision=[("box", (0.036, 0.048, H_SHANK), (0, 0, -H_SHANK / 2))])
         u.revolute(f"{side}_ankle_pitch", f"{side}_shank", f"{side}_ankle_link", (0, 0, -H_SHANK),
                    (0, 1, 0), -1.3, 1.3, AX)
         u.link(f"{side}_ankle_link", [br("ankle cross bracket", (0.032, 0.04, 0.002), (0, 0, -0.004)),
@@ -233,11 +240,13 @@ def humanoid():
         u.revolute(f"{side}_shoulder_roll", f"{side}_shoulder_link", f"{side}_upper_arm",
                    (0, sy * 0.022, 0), (1, 0, 0), sr[0], sr[1], AX)
         u.link(f"{side}_upper_arm", [br("upper arm frame", (0.032, 0.04, 0.002), (0, 0, -0.004)),
-                                      servo(AX, "y", (0, 0, -0.045), "z")])
+                                      servo(AX, "y", (0, 0, -0.045), "z")],
+               collision=[("box", (0.036, 0.04, 0.062), (0, 0, -0.031))])
         u.revolute(f"{side}_elbow", f"{side}_upper_arm", f"{side}_forearm", (0, 0, -0.062), (0, 1, 0),
                    -2.2, 0.2, AX)
         u.link(f"{side}_forearm", [br("forearm frame", (0.032, 0.04, 0.002), (0, 0, -0.004)),
-                                    box("forearm + hand", "PLA", (0.018, 0.02, 0.06), (0, 0, -0.036))])
+                                    box("forearm + hand", "PLA", (0.018, 0.02, 0.06), (0, 0, -0.036))],
+               collision=[("box", (0.032, 0.04, 0.066), (0, 0, -0.033))])
     return u
 
 

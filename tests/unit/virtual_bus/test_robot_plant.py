@@ -115,3 +115,18 @@ def test_virtual_bus_robot_powers_up_lying_at_rest():
     assert 0.0 < sim.q[2] < 0.1  # trunk down on the ground (standing height is ~0.23 m)
     lo, hi = sim.model.lower_limits[7:], sim.model.upper_limits[7:]
     assert np.all(sim.q[7:] > lo - 0.02) and np.all(sim.q[7:] < hi + 0.02)
+
+
+def test_the_powered_off_humanoid_lies_on_the_floor_not_through_it():
+    # every link the ground can touch has collision geometry (was: the soles only, and the
+    # powered-off humanoid sank to pelvis z = -0.21 m, upside down)
+    from servoloop.virtual_bus.robot_plant import make_plant
+    from servoloop.virtual_bus.spec import robot_servos
+
+    servos, _ = robot_servos("humanoid")
+    plant = make_plant(servos, "humanoid")        # settled 2 s with torque off
+    sim = plant.sim
+    assert sim.q[2] > 0.02                                    # the pelvis rests above the floor
+    assert -sim._lowest_height(sim.q) > -0.005                # nothing sinks more than 5 mm
+    assert np.abs(sim.v).max() < 0.05                         # at rest
+    assert sim.contact_forces[:, 2].sum() == pytest.approx(sim.model.total_mass * 9.81, rel=0.02)
