@@ -168,7 +168,12 @@ def load_plant(target: str, servos: list[tuple[int, str]], robot: str | None, co
     if not colon or not module or not func:
         raise ServoSpecError(f"--plant {target!r}: expected MODULE:FUNCTION")
     try:
-        factory = getattr(importlib.import_module(module), func)
+        if config is not None:
+            from servoloop.controller.controllers import import_beside  # next to the config
+
+            factory = getattr(import_beside(module, config.base_dir), func)
+        else:
+            factory = getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as e:
         raise ServoSpecError(f"--plant {target!r}: {e}") from None
     kwargs = {"servos": servos, "robot": robot}

@@ -23,6 +23,7 @@ __all__ = [
     "make_controller",
     "available",
     "BUILTIN",
+    "import_beside",
 ]
 
 BUILTIN = {
@@ -45,10 +46,33 @@ def available() -> list[str]:
     return sorted(set(BUILTIN) | set(_REGISTRY))
 
 
-def _import(spec: str, name: str) -> type[Controller]:
+def import_beside(mod_name: str, base_dir=None):
+    """Import ``mod_name``; when it is not installed, from ``base_dir`` (the config's folder).
+
+    A user's controller or plant module sits next to the robot config; it
+    must not need PYTHONPATH.  ``sys.path`` is extended only for this import.
+    """
+    import sys
+
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        top = mod_name.split(".")[0]
+        if base_dir is None or exc.name != top:
+            raise
+        folder = str(base_dir)
+        sys.path.insert(0, folder)
+        try:
+            return importlib.import_module(mod_name)
+        finally:
+            if folder in sys.path:
+                sys.path.remove(folder)
+
+
+def _import(spec: str, name: str, base_dir=None) -> type[Controller]:
     mod_name, _, attr = spec.partition(":")
     try:
-        mod = importlib.import_module(mod_name)
+        mod = import_beside(mod_name, base_dir)
         cls = getattr(mod, attr)
     except (ImportError, AttributeError) as exc:
         raise ControllerParamError(f"controller {name!r}: cannot import {spec}: {exc}") from exc
@@ -57,8 +81,9 @@ def _import(spec: str, name: str) -> type[Controller]:
     return cls
 
 
-def get_controller_class(name: str) -> type[Controller]:
-    """The controller class for a registry name or ``package.module:Class``.
+def get_controller_class(name: str, base_dir=None) -> type[Controller]:
+    """The controller class for a registry name or ``package.module:Class``
+    (a module next to the config, in ``base_dir``, is found too).
 
     Raises
     ------
@@ -72,7 +97,7 @@ def get_controller_class(name: str) -> type[Controller]:
         _REGISTRY[name] = cls
         return cls
     if ":" in name:
-        return _import(name, name)
+        return _import(name, name, base_dir)
     raise ControllerParamError(
         f"unknown controller {name!r}; available: {', '.join(available())} "
         "(or package.module:ClassName)"
@@ -81,4 +106,4 @@ def get_controller_class(name: str) -> type[Controller]:
 
 def make_controller(name: str, ctx: ControllerContext, params: dict | None = None) -> Controller:
     """Instantiate the controller ``name`` with checked ``params``."""
-    return get_controller_class(name)(ctx, params or {})
+    return get_controller_class(name, ctx.base_dir)(ctx, params or {})
