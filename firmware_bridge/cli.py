@@ -1,4 +1,4 @@
-"""firmware_bridge subcommands: ``scan`` and ``setup``."""
+"""firmware_bridge subcommands: ``scan``, ``setup`` and ``models``."""
 
 __all__ = ["register"]
 
@@ -7,5 +7,8 @@ def register(sub) -> None:
     from servoloop.firmware_bridge.scan import register as register_scan
     from servoloop.firmware_bridge.setup_cli import register as register_setup
 
+    from servoloop.firmware_bridge.models_cli import register as register_models
+
     register_scan(sub)
+    register_models(sub)
     register_setup(sub)
