@@ -4,10 +4,9 @@ __all__ = ["register"]
 
 
 def register(sub) -> None:
+    from servoloop.firmware_bridge.models_cli import register as register_models
     from servoloop.firmware_bridge.scan import register as register_scan
     from servoloop.firmware_bridge.setup_cli import register as register_setup
-
-    from servoloop.firmware_bridge.models_cli import register as register_models
 
     register_scan(sub)
     register_models(sub)

@@ -320,7 +320,6 @@ def main(argv=None):
     global OUT
     from families import build_table, indirect_registers
     from models import HANDMADE_MODEL_FILES, MODELS
-
     from robotis_model import read_index, read_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -54,7 +54,7 @@ def _pro(page, w0, i0, wc, tc, ic, gear):
     stall = round(tc * w0 / (w0 - wc), 1)
     current = round(i0 + (ic - i0) * stall / tc, 1)
     return _ds(page, 24.0, 24.0, stall, current, w0, gear, [
-        f"DYNAMIXEL-P: stall torque/current not published; extrapolated from the continuous point",
+        "DYNAMIXEL-P: stall torque/current not published; extrapolated from the continuous point",
         f"({wc} rev/min, {tc} N m, {ic} A) and no-load ({w0} rev/min, {i0} A) on straight lines."])
 
 
