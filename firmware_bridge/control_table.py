@@ -30,6 +30,7 @@ __all__ = [
     "MODELS",
     "get_table",
     "model_name",
+    "list_models",
     "baud_to_raw",
     "raw_to_baud",
     "TABLE_DIR",
@@ -123,8 +124,13 @@ class ControlTable:
     def __init__(self, name: str, model_number: int, protocol: int,
                  registers: dict[str, Register], stall_torque_nm: float | None = None,
                  stall_current_a: float | None = None, source: str = "",
-                 datasheet: Datasheet | None = None):
+                 datasheet: Datasheet | None = None, aliases: tuple[str, ...] = (),
+                 not_emulated: str | None = None):
         self.name = name
+        # other product names with this very table and model number (e.g. XC430-T150BB)
+        self.aliases = tuple(aliases)
+        # why the virtual bus cannot emulate this model yet (None: it can)
+        self.not_emulated = not_emulated
         self.datasheet = datasheet
         self.model_number = model_number
         self.protocol = protocol
@@ -192,7 +198,7 @@ def load_table(path: Path) -> ControlTable:
         doc = yaml.safe_load(f)
     source = str(path)
     known = {"name", "model_number", "protocol", "registers", "stall_torque_nm", "stall_current_a",
-             "datasheet"}
+             "datasheet", "aliases", "not_emulated"}
     unknown = set(doc) - known
     if unknown:
         raise ValueError(f"{source}: unknown keys {sorted(unknown)}")
@@ -201,7 +207,8 @@ def load_table(path: Path) -> ControlTable:
         raise ValueError(f"{source}: protocol must be 1 or 2")
     return ControlTable(str(doc["name"]), int(doc["model_number"]), int(doc["protocol"]), regs,
                         doc.get("stall_torque_nm"), doc.get("stall_current_a"), source,
-                        _parse_datasheet(doc.get("datasheet"), source))
+                        _parse_datasheet(doc.get("datasheet"), source),
+                        tuple(str(a) for a in doc.get("aliases") or ()), doc.get("not_emulated"))
 
 
 @cache
@@ -245,28 +252,77 @@ class _Models:
 MODELS = _Models()
 
 
+# Interface suffixes of product names: -T (TTL), -R (RS-485), -T/R, -RA; ROBOTIS prints them on
+# the servo ("XM430-W350-T") but the control table is the same.
+_SUFFIXES = ("-T/R", "-TR", "-RA", "-T", "-R")
+
+
 def _norm(name: str) -> str:
-    return name.upper().replace(" ", "").replace("-2.0", "(2.0)")
+    return name.upper().replace(" ", "").replace("_", "-").replace("-2.0", "(2.0)")
+
+
+def _strip_suffix(key: str) -> str:
+    for suf in _SUFFIXES:
+        if key.endswith(suf) and len(key) > len(suf) + 3:
+            return key[: -len(suf)]
+    return key
+
+
+@cache
+def _names() -> dict[str, ControlTable]:
+    """Normalised name -> table: canonical names, aliases, and both without interface suffix."""
+    out: dict[str, ControlTable] = {}
+    for t in _all_tables():
+        for n in (t.name, *t.aliases):
+            out.setdefault(_norm(n), t)
+    for key, t in list(out.items()):
+        out.setdefault(_strip_suffix(key), t)
+    return out
 
 
 def get_table(model: str | int) -> ControlTable:
-    """The control table of ``model``: a name ("XM430-W350", "MX-28(2.0)") or model number.
+    """The control table of ``model``: a name or a model number.
 
-    Raises :class:`UnknownModelError` naming the model and the known ones.
+    Names are matched in any case, with or without the interface suffix
+    printed on the servo (``xm430-w350``, ``XM430-W350-T``, ``XL330-M288-T``,
+    ``XM540-W270-R``, ``MX-28 (2.0)``), and by their aliases
+    (``XC430-T150BB``).  Raises :class:`UnknownModelError` naming the model
+    and the closest known names.
     """
     by_name, by_number = _index()
-    if isinstance(model, int):
+    if isinstance(model, int) and not isinstance(model, bool):
         if model in by_number:
             return by_number[model]
-    else:
-        key = _norm(str(model))
-        for name, t in by_name.items():
-            if _norm(name) == key:
-                return t
+        raise UnknownModelError(f"no control table for model number {model}; known: "
+                                + ", ".join(f"{t.name} ({t.model_number})" for t in _all_tables()))
+    key = _norm(str(model))
+    names = _names()
+    for k in (key, _strip_suffix(key)):
+        if k in names:
+            return names[k]
+    import difflib
+
+    close = difflib.get_close_matches(_strip_suffix(key), list(names), n=5, cutoff=0.6)
+    close_names = list(dict.fromkeys(names[c].name for c in close))
+    hint = f"did you mean {', '.join(close_names)}? " if close_names else ""
     raise UnknownModelError(
-        f"no control table for model {model!r}; known: "
+        f"no control table for model {model!r}; {hint}known: "
         + ", ".join(f"{t.name} ({t.model_number})" for t in _all_tables())
+        + " (`servoloop models` lists them)"
     )
+
+
+def list_models() -> list[dict]:
+    """Every supported model: ``[{"name", "model_number", "protocol", ...}]``, sorted by name.
+
+    ``protocol`` is a list (one firmware per table today); ``aliases`` and
+    ``emulated`` (whether ``servoloop virtual-bus`` can emulate it) are extra keys.
+    """
+    out = []
+    for t in sorted(_all_tables(), key=lambda t: t.name):
+        out.append({"name": t.name, "model_number": t.model_number, "protocol": [t.protocol],
+                    "aliases": list(t.aliases), "emulated": t.not_emulated is None and t.datasheet is not None})
+    return out
 
 
 def model_name(model_number: int) -> str:

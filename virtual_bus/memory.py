@@ -124,6 +124,8 @@ class TableInfo:
         vscale = regs["min_voltage_limit"].scale
         lo_v, hi_v = lo * vscale, hi * vscale
         self.voltage_v = 12.0 if lo_v <= 12.0 <= hi_v else 5.0 if lo_v <= 5.0 <= hi_v else (lo_v + hi_v) / 2
+        if table.datasheet is not None:      # the supply the servo model runs at (its datasheet voltage)
+            self.voltage_v = table.datasheet.voltage_v
         self.temperature_c = 32.0
 
 

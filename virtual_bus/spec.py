@@ -121,6 +121,9 @@ def normalize_servos(servos, source: str = "servos") -> list[tuple[int, str]]:
             table = get_table(model)
         except UnknownModelError as e:
             raise ServoSpecError(f"{source}[{k}] (id {sid}): {e.args[0]}") from None
+        if table.not_emulated or table.datasheet is None:
+            raise ServoSpecError(f"{source}[{k}] (id {sid}): {table.name} cannot be emulated yet: "
+                                 f"{table.not_emulated or 'its control table has no datasheet figures'}")
         out.append((sid, table.name))
     if not out:
         raise ServoSpecError(f"{source}: no servos")

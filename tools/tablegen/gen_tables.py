@@ -1,9 +1,26 @@
-"""One-off author's helper: writes firmware_bridge/tables/*.yaml (the YAML files are the data)."""
+"""Writes firmware_bridge/tables/*.yaml (the YAML files are the data).
+
+Usage::
+
+    python tools/tablegen/gen_tables.py --model-dir PATH
+
+PATH is a directory of ROBOTIS ``.model`` files (DynamixelSDK's
+``control_table/`` or dynamixel_hardware_interface's ``param/dxl_model/``;
+ROBOTIS's files are not committed here).  The twelve first tables (AX, MX,
+XL330-M288, XL430, XM430-W350, XM540-W270) are transcribed from the e-Manual
+below and only take their Indirect Address / Indirect Data blocks from the
+``.model`` files; every other table is generated from its ``.model`` file by
+the family rules of :mod:`families` (see :mod:`models` for the list, the
+datasheet figures and where each comes from).
+"""
+import argparse
 import math
 import os
+import sys
+from pathlib import Path
 
-OUT = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "firmware_bridge" / "tables")
-os.makedirs(OUT, exist_ok=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+OUT = str(Path(__file__).resolve().parents[2] / "firmware_bridge" / "tables")
 RPM = 0.229 * 2 * math.pi / 60
 P4096 = 2 * math.pi / 4096
 ACC = 214.577 * 2 * math.pi / 3600   # rev/min^2 -> rad/s^2
@@ -196,11 +213,11 @@ def fmt(v):
         return '""' if v == "" else v
     return str(v)
 
-def write(fname, name, number, protocol, url, notes, torque, regs):
-    spec = DATASHEET[name]
-    lines = [f"# Control table of the ROBOTIS {name} (Protocol {protocol}.0 firmware).",
-             f"# Checked against the ROBOTIS e-Manual: {url}",
-             "#   (control table source: github.com/ROBOTIS-GIT/emanual, the page's markdown)."]
+def write(fname, name, number, protocol, url, notes, torque, regs, spec=None, header=None, extra_keys=()):
+    spec = spec or DATASHEET[name]
+    lines = header or [f"# Control table of the ROBOTIS {name} (Protocol {protocol}.0 firmware).",
+                       f"# Checked against the ROBOTIS e-Manual: {url}",
+                       "#   (control table source: github.com/ROBOTIS-GIT/emanual, the page's markdown)."]
     lines += [f"# {n}" for n in notes]
     lines += ["#",
               "# Columns: [address, size, access, memory, encoding, unit, scale, zero_raw, default, min_raw, max_raw]",
@@ -209,7 +226,7 @@ def write(fname, name, number, protocol, url, notes, torque, regs):
               "#            direction bit at 1024 (bit 10; set = CW = negative)",
               "#   SI value = (raw - zero_raw) * scale, in `unit` (rad, rad/s, rad/s^2, A, V, degC, s,",
               "#            ratio = fraction of the maximum, \"\" = dimensionless raw integer)",
-              f"name: {name}", f"model_number: {number}", f"protocol: {protocol}",
+              f"name: {name}", f"model_number: {number}", f"protocol: {protocol}", *extra_keys,
               f"stall_torque_nm: {torque[0]}    # at {torque[2]} V, e-Manual specifications",
               f"stall_current_a: {torque[1]}",
               "# Datasheet figures (e-Manual Specifications table); the stall torque, stall current and",
@@ -223,7 +240,16 @@ def write(fname, name, number, protocol, url, notes, torque, regs):
               f"  no_load_speed_rpm: {spec['no_load_speed_rpm']}",
               f"  gear_ratio: {spec['gear_ratio']}",
               "registers:"]
-    assert spec["voltage_v"] == torque[2], (name, spec, torque)
+    if spec.get("unpublished"):
+        # no datasheet figures: the table has no stall/datasheet lines at all
+        i, j = lines.index(f"stall_torque_nm: {torque[0]}    # at {torque[2]} V, e-Manual specifications"), \
+            lines.index("registers:")
+        lines[i:j] = [f"# Datasheet: {spec['unpublished']}"]
+    else:
+        assert spec["voltage_v"] == torque[2], (name, spec, torque)
+    if spec.get("notes") and "datasheet:" in lines:
+        i = lines.index("datasheet:")
+        lines[i:i] = [f"# {n}" for n in spec["notes"]]
     regs = dict(regs)
     regs["model_number"] = regs["model_number"][:8] + (number,) + regs["model_number"][9:]
     w = max(len(k) for k in regs)
@@ -232,51 +258,92 @@ def write(fname, name, number, protocol, url, notes, torque, regs):
     with open(os.path.join(OUT, fname), "w") as f:
         f.write("\n".join(lines) + "\n")
 
-E = "https://emanual.robotis.com/docs/en/dxl/"
-write("xm430-w350.yaml", "XM430-W350", 1020, 2, E + "x/xm430-w350/#control-table",
-      ["Firmware v42+ layout: Acceleration Limit(40) is gone and Velocity Limit defaults to 200;",
-       "older pages list 350 and an Acceleration Limit at 40."], (4.1, 2.3, 12.0),
-      x_table(0.00269, True, 1193, (200, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 800),
-              extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))]))
-write("xm540-w270.yaml", "XM540-W270", 1120, 2, E + "x/xm540-w270/#control-table",
-      ["External port registers (56-58, 152-156) are left out."], (10.6, 4.4, 12.0),
-      x_table(0.00269, True, 2047, (128, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 800),
-              extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))]))
-write("xl430-w250.yaml", "XL430-W250", 1060, 2, E + "x/xl430-w250/#control-table",
-      ["No current sensing: Present Load(126) in 0.1 % steps, no Current Limit / Goal Current."],
-      (1.5, 1.4, 12.0),
-      x_table(None, False, None, (265, 1023), 72, 140, 60, (60, 140), (1000, 100, 4000, 0, 640),
-              extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))], drive_max=13))
-write("xl330-m288.yaml", "XL330-M288", 1200, 2, E + "x/xl330-m288/#control-table",
-      ["Current unit 1 mA (bus current, not phase current); Max Voltage Limit fixed range 31..70."],
-      (0.52, 1.47, 5.0),
-      x_table(0.001, True, 1750, (445, 2047), 70, 70, 35, (31, 70), (1600, 180, 0, 0, 400),
-              extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3)),
-                     ("pwm_slope", r(62, 1, "RW", "E", "u", "", 1, 0, 140, 1, 255))]))
-t = x_table(None, False, None, (380, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True)
-t["shutdown"] = t["shutdown"]
-write("mx-28-2.yaml", "MX-28(2.0)", 30, 2, E + "mx/mx-28-2/#control-table",
-      ["No current sensing: Present Load(126) in 0.1 % steps."], (2.5, 1.4, 12.0), t)
-write("mx-64-2.yaml", "MX-64(2.0)", 311, 2, E + "mx/mx-64-2/#control-table",
-      ["Current unit about 3.36 mA."], (6.0, 4.1, 12.0),
-      x_table(0.00336, True, 1941, (435, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True))
-write("mx-106-2.yaml", "MX-106(2.0)", 321, 2, E + "mx/mx-106-2/#control-table",
-      ["Current unit about 3.36 mA."], (8.4, 5.2, 12.0),
-      x_table(0.00336, True, 2047, (360, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True))
-write("ax-12a.yaml", "AX-12A", 12, 1, E + "ax/ax-12a/#control-table",
-      ["Position: 0..1023 over 300 deg, 512 = centre. Present Speed / Present Load / Moving Speed",
-       "are sign-magnitude with the direction bit at 1024. No Sync Read, no Bulk Read."],
-      (1.5, 1.5, 12.0), p1_table("AX", 12, 70, 140, 1023, 32))
-write("ax-18a.yaml", "AX-18A", 18, 1, E + "ax/ax-18a/#control-table",
-      ["Same layout as the AX-12A; Temperature Limit 75, Max Torque 983."],
-      (1.8, 2.2, 12.0), p1_table("AX", 18, 75, 140, 983, 32))
-write("mx-28.yaml", "MX-28", 29, 1, E + "mx/mx-28/#control-table",
-      ["Protocol 1.0 firmware. Multi-turn goal/present position is two's complement -28672..28672."],
-      (2.5, 1.4, 12.0), p1_table("MX", 29, 80, 160, 1023, 0))
-write("mx-64.yaml", "MX-64", 310, 1, E + "mx/mx-64/#control-table",
-      ["Protocol 1.0 firmware. Current(68): I = 4.5 mA * (raw - 2048)."],
-      (6.0, 4.1, 12.0), p1_table("MX", 310, 80, 240, 1023, 0, current=True))
-write("mx-106.yaml", "MX-106", 320, 1, E + "mx/mx-106/#control-table",
-      ["Protocol 1.0 firmware. Current(68): I = 4.5 mA * (raw - 2048). Drive Mode(10) = dual mode."],
-      (8.4, 5.2, 12.0), p1_table("MX", 320, 80, 160, 1023, 0, current=True, drive_mode=True))
-print("ok")
+def write_handmade(indirect):
+    """The twelve e-Manual tables; ``indirect(name)`` -> that model's Indirect registers (list of pairs)."""
+    E = EMANUAL
+
+    def w(fname, name, number, protocol, url, notes, torque, regs):
+        if protocol == 2:
+            regs = {**regs, **dict(indirect(name))}
+        write(fname, name, number, protocol, url, notes, torque, regs)
+
+    w("xm430-w350.yaml", "XM430-W350", 1020, 2, E + "x/xm430-w350/#control-table",
+          ["Firmware v42+ layout: Acceleration Limit(40) is gone and Velocity Limit defaults to 200;",
+           "older pages list 350 and an Acceleration Limit at 40."], (4.1, 2.3, 12.0),
+          x_table(0.00269, True, 1193, (200, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 800),
+                  extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))]))
+    w("xm540-w270.yaml", "XM540-W270", 1120, 2, E + "x/xm540-w270/#control-table",
+          ["External port registers (56-58, 152-156) are left out."], (10.6, 4.4, 12.0),
+          x_table(0.00269, True, 2047, (128, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 800),
+                  extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))]))
+    w("xl430-w250.yaml", "XL430-W250", 1060, 2, E + "x/xl430-w250/#control-table",
+          ["No current sensing: Present Load(126) in 0.1 % steps, no Current Limit / Goal Current."],
+          (1.5, 1.4, 12.0),
+          x_table(None, False, None, (265, 1023), 72, 140, 60, (60, 140), (1000, 100, 4000, 0, 640),
+                  extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3))], drive_max=13))
+    w("xl330-m288.yaml", "XL330-M288", 1200, 2, E + "x/xl330-m288/#control-table",
+          ["Current unit 1 mA (bus current, not phase current); Max Voltage Limit fixed range 31..70."],
+          (0.52, 1.47, 5.0),
+          x_table(0.001, True, 1750, (445, 2047), 70, 70, 35, (31, 70), (1600, 180, 0, 0, 400),
+                  extra=[("startup_configuration", r(60, 1, "RW", "E", "u", "", 1, 0, 0, 0, 3)),
+                         ("pwm_slope", r(62, 1, "RW", "E", "u", "", 1, 0, 140, 1, 255))]))
+    t = x_table(None, False, None, (380, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True)
+    t["shutdown"] = t["shutdown"]
+    w("mx-28-2.yaml", "MX-28(2.0)", 30, 2, E + "mx/mx-28-2/#control-table",
+          ["No current sensing: Present Load(126) in 0.1 % steps."], (2.5, 1.4, 12.0), t)
+    w("mx-64-2.yaml", "MX-64(2.0)", 311, 2, E + "mx/mx-64-2/#control-table",
+          ["Current unit about 3.36 mA."], (6.0, 4.1, 12.0),
+          x_table(0.00336, True, 1941, (435, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True))
+    w("mx-106-2.yaml", "MX-106(2.0)", 321, 2, E + "mx/mx-106-2/#control-table",
+          ["Current unit about 3.36 mA."], (8.4, 5.2, 12.0),
+          x_table(0.00336, True, 2047, (360, 1023), 80, 160, 95, (95, 160), (1920, 100, 0, 0, 850), accel_limit=True))
+    w("ax-12a.yaml", "AX-12A", 12, 1, E + "ax/ax-12a/#control-table",
+          ["Position: 0..1023 over 300 deg, 512 = centre. Present Speed / Present Load / Moving Speed",
+           "are sign-magnitude with the direction bit at 1024. No Sync Read, no Bulk Read."],
+          (1.5, 1.5, 12.0), p1_table("AX", 12, 70, 140, 1023, 32))
+    w("ax-18a.yaml", "AX-18A", 18, 1, E + "ax/ax-18a/#control-table",
+          ["Same layout as the AX-12A; Temperature Limit 75, Max Torque 983."],
+          (1.8, 2.2, 12.0), p1_table("AX", 18, 75, 140, 983, 32))
+    w("mx-28.yaml", "MX-28", 29, 1, E + "mx/mx-28/#control-table",
+          ["Protocol 1.0 firmware. Multi-turn goal/present position is two's complement -28672..28672."],
+          (2.5, 1.4, 12.0), p1_table("MX", 29, 80, 160, 1023, 0))
+    w("mx-64.yaml", "MX-64", 310, 1, E + "mx/mx-64/#control-table",
+          ["Protocol 1.0 firmware. Current(68): I = 4.5 mA * (raw - 2048)."],
+          (6.0, 4.1, 12.0), p1_table("MX", 310, 80, 240, 1023, 0, current=True))
+    w("mx-106.yaml", "MX-106", 320, 1, E + "mx/mx-106/#control-table",
+          ["Protocol 1.0 firmware. Current(68): I = 4.5 mA * (raw - 2048). Drive Mode(10) = dual mode."],
+          (8.4, 5.2, 12.0), p1_table("MX", 320, 80, 160, 1023, 0, current=True, drive_mode=True))
+
+
+def main(argv=None):
+    """Write every table; ``--model-dir`` is the directory of ROBOTIS ``.model`` files."""
+    global OUT
+    from families import build_table, indirect_registers
+    from models import HANDMADE_MODEL_FILES, MODELS
+    from robotis_model import read_index, read_rows
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True, type=Path,
+                    help="directory of ROBOTIS .model files (with dynamixel.model)")
+    ap.add_argument("--out", default=OUT, help="output directory (default: firmware_bridge/tables)")
+    args = ap.parse_args(argv)
+    OUT = args.out
+    os.makedirs(OUT, exist_ok=True)
+    d = args.model_dir
+    if not (d / "dynamixel.model").is_file():
+        ap.error(f"--model-dir {d}: no dynamixel.model there (give DynamixelSDK's control_table/ "
+                 "or dynamixel_hardware_interface's param/dxl_model/)")
+    index = read_index(d)
+
+    def indirect(name):
+        fname, family = HANDMADE_MODEL_FILES[name]
+        return indirect_registers(read_rows(d / fname), family)
+
+    write_handmade(indirect)
+    for m in MODELS:
+        build_table(m, d, index, write)
+    print(f"wrote {12 + len(MODELS)} tables to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
