@@ -635,13 +635,14 @@ cdef class GroupWriteIO:
         self.zero = np.array(np.broadcast_to(np.asarray(zero_raw, dtype=np.int64), (self.n,)))
         self.scale = np.array(np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.n,)))
         self.timeout = timeout_s
+        # 64-bit shifts: a C int shift overflows for 4-byte registers
         if encoding == 1:
-            self.lo = -(1 << (8 * size - 1))
-            self.hi = (1 << (8 * size - 1)) - 1
+            self.lo = -(<int64_t>1 << (8 * size - 1))
+            self.hi = (<int64_t>1 << (8 * size - 1)) - 1
         elif encoding == 2:
             self.lo, self.hi = -1023, 1023
         else:
-            self.lo, self.hi = 0, (1 << (8 * size)) - 1
+            self.lo, self.hi = 0, (<int64_t>1 << (8 * size)) - 1
         hdr = b""
         if protocol == 1:
             hdr = bytes((address & 0xFF, size))
