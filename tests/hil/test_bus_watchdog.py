@@ -100,6 +100,8 @@ def test_a_host_that_stops_the_loop_abruptly_stops_the_servos():
         assert not any(s.watchdog_tripped for s in engine.servos)
         bus.write(cfg.servos[0].id, "goal_position", float(engine.position[0]))
     finally:
+        rig.daemon.env.end_realtime()
+        rig.daemon.resume_gc()                                # startup paused the collector
         rig.daemon.close_bus()
         rig.daemon.close_outputs()
         rig.close()
