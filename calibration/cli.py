@@ -86,7 +86,11 @@ def _load_params(spec: str) -> dict:
         data = data["params"]
     if not isinstance(data, dict):
         raise ValueError(f"{spec}: expected a mapping of parameter names to values")
-    return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+    out = {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+    bad = [k for k, v in out.items() if not math.isfinite(v)]
+    if bad:
+        raise ValueError(f"--evaluate {spec}: parameter {bad[0]} is {out[bad[0]]}, not a finite number")
+    return out
 
 
 def run_fit(args) -> int:
@@ -106,6 +110,7 @@ def run_fit(args) -> int:
 
 
 def _run_fit(args) -> int:
+    from servoloop.calibration.errors import FitError
     from servoloop.calibration.models import get_model
     from servoloop.calibration.offline import (
         OfflineFit,
@@ -118,6 +123,8 @@ def _run_fit(args) -> int:
     names = [m for m in args.model.split(",") if m]
     for m in names:
         get_model(m)
+    if not (math.isfinite(args.dt) and args.dt > 0):
+        raise ValueError(f"--dt {args.dt}: the resampling step must be a finite number of seconds > 0")
     if len(names) > 1 and not args.cross_validate:
         raise ValueError("several models need --cross-validate")
     train = load_resampled(args.log, args.dt)
@@ -136,6 +143,10 @@ def _run_fit(args) -> int:
     else:
         fit = fit_logs(name, train, holdout, method=args.method, evals=args.evals, progress=progress,
                        seed=args.seed)
+    bad = [k for k, v in fit.params.items() if not math.isfinite(float(v))]
+    if bad:
+        # never hand a NaN model to the daemon or the next fit
+        raise FitError(f"model {name}: parameter {bad[0]} came out {fit.params[bad[0]]}; nothing written")
     if args.out:
         _write_fit_yaml(args.out, fit, args)
     if args.report:

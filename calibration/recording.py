@@ -295,6 +295,13 @@ def check_recording(rec: Recording) -> None:
     RecordingNaNError, RecordingTimeError, RecordingGapError,
     RecordingTooShortError, RecordingUnexcitedError
     """
+    # the bench's scalars: a NaN gain or supply voltage makes every simulation NaN
+    for key, name in (("kp_fw", "kp"), ("vin", "vin"), ("mass", "mass"), ("length", "length"),
+                      ("arm_mass", "arm_mass"), ("inertia", "inertia"),
+                      ("position_quantum", "position_quantum")):
+        v = getattr(rec, key)
+        if v is not None and not np.isfinite(v):
+            raise RecordingNaNError(rec.path, f"{name} is not finite ({v})")
     for key in ("t", "position", "goal", "speed", "input_volts"):
         bad = np.flatnonzero(~np.isfinite(getattr(rec, key)))
         if bad.size:

@@ -4,6 +4,19 @@ Ping every servo and check its model, set the FTDI latency timer and each
 servo's Return Delay Time (unless read-only), then put each servo in the
 config's operating mode.  Operating Mode is EEPROM: writable only with
 torque off (field notes a7).
+
+The Bus Watchdog (X series and MX 2.0, address 98, unit 20 ms) is the
+servos' own guard against a dead host (USB unplugged, kill -9, OOM, a
+hang).  The e-Manual: while Torque Enable is 1 the servo measures the
+interval between instruction packets; when it exceeds the set value the
+servo stops, Bus Watchdog reads -1 (Bus Watchdog Error) and the goal
+registers (Goal PWM, Goal Current, Goal Velocity, Goal Position) become
+read-only -- writing one returns a Range Error -- until 0 is written to Bus
+Watchdog, which clears the error (0 also disables the watchdog).  So it is
+armed right after torque on (:func:`arm_bus_watchdog`), cleared at
+shutdown (:func:`clear_bus_watchdog`) and, at connect, a tripped one left by
+a host that died is cleared (:func:`prepare_bus_watchdog`): otherwise the
+next run's goal := present would be refused.
 """
 
 from __future__ import annotations
@@ -13,7 +26,10 @@ import logging
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.controller.servo_faults import OPERATING_MODES
 
-__all__ = ["servo_tables", "connect_bus", "configure_modes", "connect_report_text"]
+__all__ = ["servo_tables", "connect_bus", "configure_modes", "connect_report_text",
+           "watchdog_ids", "prepare_bus_watchdog", "arm_bus_watchdog", "clear_bus_watchdog"]
+
+WATCHDOG_UNIT_S = 0.02     # Bus Watchdog(98): 1..127 units of 20 ms
 
 log = logging.getLogger("servoloop.daemon")
 
@@ -85,3 +101,66 @@ def connect_report_text(report) -> str:
                 f"{getattr(report, 'latency_timer_ms', '?')} ms; return delay set to 0 on {fixed}")
     s = str(report)
     return s if len(s) < 2000 else s[:2000] + "..."
+
+
+def watchdog_ids(cfg, tables) -> list[int]:
+    """Ids of the configured servos whose control table has a Bus Watchdog."""
+    return [s.id for s, t in zip(cfg.servos, tables, strict=False) if "bus_watchdog" in t.registers]
+
+
+def watchdog_raw(seconds: float | None) -> int:
+    """Register value (20 ms units, 1..127) for ``seconds``; 0 = off (None or <= 0)."""
+    if seconds is None or seconds <= 0:
+        return 0
+    return max(1, min(127, int(round(seconds / WATCHDOG_UNIT_S))))
+
+
+def prepare_bus_watchdog(bus, cfg, tables) -> str | None:
+    """At connect: clear a watchdog a dead host left tripped; the line about servos without one.
+
+    Returns
+    -------
+    str or None
+        One line naming the servos (and models) that have no Bus Watchdog
+        and so keep their last goal with torque on if this host dies; None
+        when every servo has one or the watchdog is off in the config.
+    """
+    for sid in watchdog_ids(cfg, tables):
+        raw = bus.read_raw(sid, "bus_watchdog")
+        if raw != 0:
+            if raw < 0:
+                log.warning("servo %d: Bus Watchdog had fired (a previous host stopped talking); "
+                            "cleared, goal registers writable again", sid)
+            bus.write_raw(sid, "bus_watchdog", 0)
+    if watchdog_raw(cfg.safety.bus_watchdog_s) == 0:
+        return None
+    missing = [(s.id, s.model) for s, t in zip(cfg.servos, tables, strict=False)
+               if "bus_watchdog" not in t.registers]
+    if not missing:
+        return None
+    models = sorted({m for _, m in missing})
+    return (f"no Bus Watchdog on {', '.join(models)} (servos {[i for i, _ in missing]}): "
+            "if this host dies they keep their last goal with torque on")
+
+
+def arm_bus_watchdog(bus, cfg, tables) -> int:
+    """Arm the Bus Watchdog of every servo that has one (after torque on); returns the raw value."""
+    raw = watchdog_raw(cfg.safety.bus_watchdog_s)
+    if raw:
+        for sid in watchdog_ids(cfg, tables):
+            bus.write_raw(sid, "bus_watchdog", raw)
+    return raw
+
+
+def clear_bus_watchdog(bus, cfg, tables) -> list[int]:
+    """Write 0 (off; clears a fired watchdog) to every servo that has one; the ids that failed."""
+    from servoloop.firmware_bridge.errors import BridgeError
+
+    failed = []
+    for sid in watchdog_ids(cfg, tables):
+        try:
+            bus.write_raw(sid, "bus_watchdog", 0)
+        except BridgeError as exc:
+            log.warning("servo %d: clearing the Bus Watchdog failed: %s", sid, exc)
+            failed.append(sid)
+    return failed

@@ -169,6 +169,7 @@ class SafetyConfig:
     comm_error_window: int = 200  # ticks (Bit-Bots: >5 % of 200 reads)
     comm_error_rate: float = 0.05
     max_consecutive_comm_errors: int = 5
+    bus_watchdog_s: float | None = 0.1  # X-series Bus Watchdog (armed at torque on); None: off
     max_consecutive_missed: int | None = 100
     monitor_every: int = 10  # ticks between temperature / voltage / error-bit checks
     on_hardware_error: str = "fault"  # or "reboot": reboot the servo, restore it, go on

@@ -39,9 +39,12 @@ import time
 from typing import Any
 
 from servoloop.controller.bringup import (
+    arm_bus_watchdog,
+    clear_bus_watchdog,
     configure_modes,
     connect_bus,
     connect_report_text,
+    prepare_bus_watchdog,
     servo_tables,
 )
 from servoloop.controller.bus_io import error_kind
@@ -220,6 +223,10 @@ class Daemon:
             self.loop.bind(self.bus, tables, self.readonly)
             if not self.readonly:
                 configure_modes(self.bus, self.cfg, tables)
+                note = prepare_bus_watchdog(self.bus, self.cfg, tables)
+                if note:
+                    log.warning("%s", note)
+                    self._event("connect", note)
         except BridgeError as exc:
             sid = getattr(exc, "servo_id", None)
             joint = self.loop.servo_faults.joint_of(sid) if sid is not None else None
@@ -231,6 +238,13 @@ class Daemon:
         loop = self.loop
         self._torque_on = hold_present_pose(loop, self.bus, self.ids, self.readonly,
                                             self.cfg.safety.startup_margin)
+        if self._torque_on:
+            from servoloop.firmware_bridge.errors import BridgeError
+
+            try:  # a dead host from here on: the servos stop by themselves
+                arm_bus_watchdog(self.bus, self.cfg, servo_tables(self.cfg))
+            except BridgeError as exc:
+                raise FaultRaised(Fault(FaultKind.STARTUP, f"startup: arming the bus watchdog failed: {exc}")) from exc
         loop.ramp.begin(loop.goal)
         self.controller.start(loop.state)
         self.env.begin_realtime(self.helper_threads + self.outputs.threads())
@@ -316,6 +330,9 @@ class Daemon:
                                 FaultKind.SHUTDOWN, f"shutdown: torque off of servo {sid} failed: {exc}",
                                 sid, self.loop.servo_faults.joint_of(sid))) from exc
                 self._torque_on = not torque_off
+        if self._connected and not self.readonly:
+            # 0 = off: a servo left holding (shutdown.mode hold) must not stop when we go quiet
+            clear_bus_watchdog(self.bus, self.cfg, servo_tables(self.cfg))
         self.lifecycle.to(State.DONE, reason, self.tick)
 
     def _torque_off(self, sid: int) -> None:

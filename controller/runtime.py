@@ -23,6 +23,33 @@ __all__ = ["make_bus", "VirtualBusProcess", "Lockstep", "make_lockstep", "servo_
 log = logging.getLogger(__name__)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """A ``preexec_fn`` (runs in the child between fork and exec) that asks the kernel
+    to SIGKILL the child when its parent dies (Linux PR_SET_PDEATHSIG, kept across exec);
+    None where prctl is not available.
+
+    The libc lookup happens here, in the parent: the child only makes the call.  A
+    parent that died before the call is caught by comparing the parent pid.
+    """
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
 def make_bus(cfg: RobotConfig, port: str, on_after_write=None):
     """A (closed) ``firmware_bridge.bus.Bus`` for the config's servos on ``port``."""
     from servoloop.firmware_bridge.bus import Bus, ServoSpec
@@ -51,6 +78,11 @@ def _builtin_matches(cfg: RobotConfig) -> bool:
 @dataclass
 class VirtualBusProcess:
     """``servoloop virtual-bus`` as a child process; ``port`` is its pty.
+
+    The child dies with its parent (PR_SET_PDEATHSIG: a daemon killed with
+    SIGKILL leaves no simulated servos behind).  Start it from the thread
+    that lives as long as the daemon (the main thread): the kernel signals
+    the child when the thread that forked it exits.
 
     Parameters
     ----------
@@ -88,7 +120,7 @@ class VirtualBusProcess:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent())
         deadline = time.monotonic() + self.startup_timeout_s
         line = b""
         fd = self.proc.stdout.fileno()

@@ -26,7 +26,7 @@ from servoloop.firmware_bridge._codec cimport (
 )
 
 __all__ = ["GroupIO", "GroupWriteIO", "transact", "monotonic", "SLOT_PENDING", "SLOT_OK",
-           "SLOT_CHECKSUM", "SLOT_MALFORMED", "SLOT_TIMEOUT"]
+           "SLOT_CHECKSUM", "SLOT_MALFORMED", "SLOT_TIMEOUT", "SLOT_IMPLAUSIBLE"]
 
 cdef enum:
     S_PENDING = 0
@@ -34,12 +34,14 @@ cdef enum:
     S_CHECKSUM = 2
     S_MALFORMED = 3
     S_TIMEOUT = 4
+    S_IMPLAUSIBLE = 5    # a good checksum, but a position no servo can reach in the time
 
 SLOT_PENDING = S_PENDING
 SLOT_OK = S_OK
 SLOT_CHECKSUM = S_CHECKSUM
 SLOT_MALFORMED = S_MALFORMED
 SLOT_TIMEOUT = S_TIMEOUT
+SLOT_IMPLAUSIBLE = S_IMPLAUSIBLE
 
 
 cdef extern from "<time.h>" nogil:
@@ -145,7 +147,8 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
                   uint8_t* rx, Py_ssize_t rx_cap, uint8_t* scratch, Py_ssize_t scratch_cap,
                   const int* id_to_slot, int* slot_code, int* slot_err, int* slot_n,
                   uint8_t* slot_data, Py_ssize_t stride, Py_ssize_t max_total,
-                  RxState* st, bint unstuff=1) noexcept nogil:
+                  RxState* st, bint unstuff=1, const Py_ssize_t* tag_len=NULL, int ntags=0,
+                  int cur=0, int64_t* slot_stale=NULL) noexcept nogil:
     """Read and file status packets until every expected slot is filled or the deadline.
 
     ``id_to_slot[256]`` maps a servo id to its slot (-1 = not expected);
@@ -153,11 +156,16 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
     up to ``stride`` parameter bytes.  Packets longer than ``max_total``
     are treated as garbage (a bit error in the length field must not make
     us wait for 64 KiB).
+
+    ``tag_len[ntags]``: the parameter counts of the request variants (see
+    :class:`GroupIO`); a good reply whose count is another variant's answers
+    an earlier request: it is discarded and counted in ``slot_stale``.
     """
     cdef ParseResult res
     cdef Py_ssize_t pos, h, total
     cdef ssize_t k
-    cdef int rc, slot, w
+    cdef int rc, slot, w, t
+    cdef bint stale
     cdef int hdr = 2 if protocol == 1 else 4
     while st.remaining > 0:
         # parse what is buffered
@@ -191,7 +199,16 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
                 break
             if rc == PARSE_OK:
                 slot = id_to_slot[res.servo_id]
-                if slot >= 0 and slot_code[slot] != S_OK:
+                stale = 0
+                if slot >= 0 and ntags > 1 and <Py_ssize_t>res.nparams != tag_len[cur]:
+                    for t in range(ntags):
+                        if <Py_ssize_t>res.nparams == tag_len[t]:
+                            stale = 1
+                if stale:
+                    # the late answer to an earlier request: never this request's value
+                    slot_stale[slot] += 1
+                    st.garbage_bytes += res.consumed
+                elif slot >= 0 and slot_code[slot] != S_OK:
                     if slot_code[slot] == S_PENDING:
                         st.remaining -= 1
                     slot_code[slot] = S_OK
@@ -263,13 +280,29 @@ cdef class GroupIO:
     ----------
     protocol : 1 or 2
     ids : sequence of int, the servos in slot order
-    tx : bytes, every instruction packet of one read back to back
+    tx : bytes, every instruction packet of every request variant back to back
     tx_splits : list of (tx_start, tx_len, first_slot, n_slots, timeout_s): one
         write + receive per entry (one entry for a sync read; one per servo
-        for Protocol 1.0)
-    data_len : expected parameter bytes per reply
+        for Protocol 1.0); ``ntags`` variants of equal length, one after the other
+    data_len : parameter bytes per reply the fields are decoded from
     fields : list of (offset, size, encoding 0/1/2, zero_raw, scale) per value row;
         zero_raw and scale may be sequences of one value per slot (mixed models)
+    ntags : int
+        Request variants.  Variant ``v`` reads ``data_len + v`` bytes, so its
+        replies carry ``tag_len[v]`` parameter bytes: a reply of another
+        variant is the late answer to an earlier request (stale).  The
+        variant changes after every exchange that left bytes unaccounted
+        for, so a late reply is never taken for a fresh one unless it is
+        ``ntags`` dirty requests late (and the flush before every request
+        after a dirty one drops what arrived before it).
+    tag_len : sequence of int (ntags,), the parameter count of a reply per variant
+    pos_field : int
+        Row of ``fields`` that is the present position (-1: none); with
+        ``max_rate`` > 0 a position that moved faster than ``max_rate[i]``
+        rad/s (plus ``abs_tol`` rad) since the last good read is a corrupted
+        read (slot code S_IMPLAUSIBLE, NaN).  Three mutually consistent
+        implausible reads in a row are taken as the new truth (a servo
+        rebooted in multi-turn, moved by hand while we were not looking).
     """
 
     cdef public int fd
@@ -291,30 +324,50 @@ cdef class GroupIO:
     cdef public object ok_counts     # int64 (n,): good replies per slot since creation
     cdef int64_t[::1] ok_v
     cdef int64_t[::1] dirty          # shared with the Bus: 1 = stale bytes may be pending
+    cdef int ntags, cur, ntx_all, unclean
+    cdef Py_ssize_t stride
+    cdef Py_ssize_t[::1] tag_len
+    cdef public object stale_counts  # int64 (n,): late replies discarded per slot
+    cdef int64_t[::1] stale_v
+    cdef public object implausible_counts  # int64 (n,): positions rejected as impossible
+    cdef int64_t[::1] impl_v
+    cdef int pos_field
+    cdef double abs_tol, t_slack
+    cdef double[::1] max_rate, last_pos, last_t, cand_pos, cand_t
+    cdef int[::1] cand_n
     cdef int fast                    # Fast Sync Read: one reply packet from id 0xFE
     cdef Py_ssize_t fast_len
     cdef uint8_t[::1] fastbuf
     cdef int[::1] ids_v, f_i2s, f_code, f_err, f_n
 
     def __init__(self, int fd, int protocol, ids, bytes tx, tx_splits, int data_len, fields,
-                 on_after_write=None, dirty=None, bint fast=False):
+                 on_after_write=None, dirty=None, bint fast=False, int ntags=1, tag_len=None,
+                 int pos_field=-1, max_rate=None, double abs_tol=0.05):
         self.fd = fd
         self.protocol = protocol
         self.n = len(ids)
         self.data_len = data_len
         self.tx = bytearray(tx)
-        self.ntx = len(tx_splits)
+        self.ntags = max(1, ntags)
+        self.cur = 0
+        self.unclean = 0
+        self.ntx_all = len(tx_splits)
+        self.ntx = len(tx_splits) // self.ntags
+        self.stride = data_len + self.ntags - 1
+        if tag_len is None:
+            tag_len = [data_len + v for v in range(self.ntags)]
+        self.tag_len = np.array(list(tag_len), dtype=np.intp)
         self.tx_start = np.array([s[0] for s in tx_splits], dtype=np.intp)
         self.tx_len = np.array([s[1] for s in tx_splits], dtype=np.intp)
         self.tx_first = np.array([s[2] for s in tx_splits], dtype=np.intc)
         self.tx_count = np.array([s[3] for s in tx_splits], dtype=np.intc)
         self.tx_timeout = np.array([s[4] for s in tx_splits], dtype=np.float64)
         # stuffing can add a third; status header 11 bytes (P2) or 6 (P1)
-        self.max_total = 11 + data_len + data_len // 3 + 2
+        self.max_total = 11 + self.stride + self.stride // 3 + 2
         cap = max(4096, 4 * self.n * self.max_total)
         self.rx = bytearray(cap)
         self.scratch = bytearray(self.max_total + 16)
-        self.data = bytearray(max(1, self.n * data_len))
+        self.data = bytearray(max(1, self.n * self.stride))
         self.id_to_slot = np.full(256, -1, dtype=np.intc)
         self.slot_code = np.zeros(self.n, dtype=np.intc)
         self.slot_err = np.zeros(self.n, dtype=np.intc)
@@ -335,7 +388,7 @@ cdef class GroupIO:
         self.ids_v = np.array(list(ids), dtype=np.intc)
         self.fast = fast
         # after the status error byte (servo 1's): ID1 D1 CRC1 ERR2 ID2 D2 CRC2 ... IDn Dn
-        self.fast_len = self.n * (data_len + 4) - 3 if fast else 0
+        self.fast_len = self.n * (self.stride + 4) - 3 if fast else 0
         self.fastbuf = bytearray(self.fast_len + 16)
         self.f_i2s = np.full(256, -1, dtype=np.intc)
         self.f_i2s[0xFE] = 0
@@ -343,11 +396,36 @@ cdef class GroupIO:
         self.f_err = np.zeros(1, dtype=np.intc)
         self.f_n = np.zeros(1, dtype=np.intc)
         if fast:
-            self.max_total = 8 + self.n * (data_len + 4)
+            self.max_total = 8 + self.n * (self.stride + 4)
             self.scratch = bytearray(self.max_total + 16)
         self.ok_counts = np.zeros(self.n, dtype=np.int64)
         self.ok_v = self.ok_counts
+        self.stale_counts = np.zeros(self.n, dtype=np.int64)
+        self.stale_v = self.stale_counts
+        self.implausible_counts = np.zeros(self.n, dtype=np.int64)
+        self.impl_v = self.implausible_counts
         self.dirty = dirty if dirty is not None else np.ones(1, dtype=np.int64)
+        self.pos_field = pos_field if max_rate is not None else -1
+        self.max_rate = np.array(np.broadcast_to(np.asarray(
+            max_rate if max_rate is not None else 0.0, dtype=np.float64), (self.n,)))
+        self.abs_tol = abs_tol
+        # the servo samples somewhere inside an exchange: allow one exchange of slack
+        self.t_slack = float(sum(s[4] for s in tx_splits[:self.ntx]))
+        self.last_pos = np.zeros(self.n)
+        self.last_t = np.zeros(self.n)
+        self.cand_pos = np.zeros(self.n)
+        self.cand_t = np.zeros(self.n)
+        self.cand_n = np.zeros(self.n, dtype=np.intc)
+
+    def reset_plausibility(self):
+        """Forget the last good positions: the next read is taken as it is."""
+        self.last_t[:] = 0.0
+        self.cand_n[:] = 0
+
+    @property
+    def tag(self):
+        """The request variant in use (0..ntags-1)."""
+        return self.cur
 
     def set_slots(self, ids):
         """(Re)map servo ids to slots; call after construction."""
@@ -377,8 +455,8 @@ cdef class GroupIO:
     cdef void _split_fast(self) noexcept nogil:
         """Deal the one Fast Sync Read reply out to the per-servo slots."""
         cdef int i, code = self.f_code[0]
-        cdef Py_ssize_t base, L = self.data_len, stride = self.data_len + 4
-        if code == S_OK and self.f_n[0] != self.fast_len:
+        cdef Py_ssize_t base, L = self.data_len, stride = self.data_len + self.cur + 4
+        if code == S_OK and self.f_n[0] != self.tag_len[self.cur]:
             code = S_MALFORMED
         for i in range(self.n):
             if code != S_OK:
@@ -390,8 +468,8 @@ cdef class GroupIO:
                 continue
             self.slot_code[i] = S_OK
             self.slot_err[i] = self.f_err[0] if i == 0 else self.fastbuf[base]
-            self.slot_n[i] = <int>L
-            memcpy(&self.data[i * L], &self.fastbuf[base + 2], L)
+            self.slot_n[i] = <int>(L + self.cur)
+            memcpy(&self.data[i * self.stride], &self.fastbuf[base + 2], L)
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
@@ -401,19 +479,26 @@ cdef class GroupIO:
         Fills ``out`` (SI values; NaN for every slot not OK or with a
         non-zero error byte), and ``codes``/``errors``/``counts`` per slot.
         """
-        cdef int k, i, f, bad = 0, w
-        cdef double deadline
+        cdef int k, i, f, bad = 0, w, kk
+        cdef double deadline, tnow
         cdef RxState st
         cdef uint8_t* p
         cdef int64_t v
+        cdef Py_ssize_t want
+        cdef int64_t fstale = 0
         st.rx_len = 0
         st.garbage_bytes = 0
         st.port_error = 0
         memset(&self.slot_code[0], 0, self.n * sizeof(int))
-        for k in range(self.ntx):
+        if self.unclean and self.ntags > 1:
+            # replies to the last request may still be on their way: ask differently
+            self.cur = (self.cur + 1) % self.ntags
+        want = self.tag_len[self.cur]
+        for kk in range(self.ntx):
+            k = self.cur * self.ntx + kk
             with nogil:
                 # a clean previous exchange leaves nothing behind: skip the flush syscall
-                if self.dirty[0] or k > 0:
+                if self.dirty[0] or kk > 0:
                     tcflush(self.fd, TCIFLUSH)
                 self.dirty[0] = 1
                 st.rx_len = 0
@@ -432,8 +517,14 @@ cdef class GroupIO:
                     _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
                              &self.scratch[0], self.scratch.shape[0], &self.f_i2s[0],
                              &self.f_code[0], &self.f_err[0], &self.f_n[0], &self.fastbuf[0],
-                             self.fastbuf.shape[0], self.max_total, &st, 0)
+                             self.fastbuf.shape[0], self.max_total, &st, 0, &self.tag_len[0],
+                             self.ntags, self.cur, &fstale)
                     self._split_fast()
+                    if fstale:
+                        # one packet answers for every servo: each saw a stale reply
+                        for i in range(self.n):
+                            self.stale_v[i] += fstale
+                        fstale = 0
                 if st.port_error:
                     break
                 continue
@@ -441,32 +532,83 @@ cdef class GroupIO:
                 _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
                          &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],
                          &self.slot_code[0], &self.slot_err[0], &self.slot_n[0], &self.data[0],
-                         self.data_len, self.max_total, &st)
+                         self.stride, self.max_total, &st, 1, &self.tag_len[0], self.ntags,
+                         self.cur, &self.stale_v[0])
             if st.port_error:
                 break
         self.garbage_bytes += st.garbage_bytes
         self.port_error = st.port_error
         if st.port_error:
+            self.unclean = 1
             return -1
+        if self.fast:
+            want = self.data_len + self.cur   # _split_fast filed each servo's share
         with nogil:
+            tnow = _now()
             for i in range(self.n):
                 if self.slot_code[i] == S_PENDING:
                     self.slot_code[i] = S_TIMEOUT
                 if (self.slot_code[i] != S_OK or self.slot_err[i] != 0
-                        or self.slot_n[i] != self.data_len):
+                        or self.slot_n[i] != want):
+                    bad += 1
+                    for f in range(self.nfields):
+                        self.out_v[f, i] = NAN
+                    continue
+                p = &self.data[i * self.stride]
+                for f in range(self.nfields):
+                    v = _decode(_get_le(p + self.f_off[f], self.f_size[f]), self.f_size[f],
+                                self.f_enc[f])
+                    self.out_v[f, i] = (v - self.f_zero[f, i]) * self.f_scale[f, i]
+                if self.pos_field >= 0 and not self._plausible(i, tnow):
+                    self.slot_code[i] = S_IMPLAUSIBLE
+                    self.impl_v[i] += 1
                     bad += 1
                     for f in range(self.nfields):
                         self.out_v[f, i] = NAN
                     continue
                 self.ok_v[i] += 1
-                p = &self.data[i * self.data_len]
-                for f in range(self.nfields):
-                    v = _decode(_get_le(p + self.f_off[f], self.f_size[f]), self.f_size[f],
-                                self.f_enc[f])
-                    self.out_v[f, i] = (v - self.f_zero[f, i]) * self.f_scale[f, i]
             if bad == 0 and st.rx_len == 0 and st.garbage_bytes == 0:
                 self.dirty[0] = 0
+                self.unclean = 0
+            else:
+                self.unclean = 1
         return bad
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef bint _plausible(self, int i, double tnow) noexcept nogil:
+        """Could slot ``i``'s decoded position have been reached since its last good read?
+
+        Protocol 1.0's 8-bit checksum passes ~1/256 of corrupted packets: a
+        flipped high byte moves the position by hundreds of ticks at once.
+        """
+        cdef double q = self.out_v[self.pos_field, i], dq, reach
+        if self.last_t[i] <= 0.0:
+            self.last_pos[i] = q
+            self.last_t[i] = tnow
+            return 1
+        dq = q - self.last_pos[i]
+        reach = self.max_rate[i] * (tnow - self.last_t[i] + self.t_slack) + self.abs_tol
+        if -reach <= dq <= reach:
+            self.last_pos[i] = q
+            self.last_t[i] = tnow
+            self.cand_n[i] = 0
+            return 1
+        dq = q - self.cand_pos[i]
+        reach = 2.0 * self.max_rate[i] * (tnow - self.cand_t[i] + self.t_slack) + self.abs_tol
+        if self.cand_n[i] > 0 and -reach <= dq <= reach:
+            self.cand_n[i] += 1
+        else:
+            self.cand_n[i] = 1
+        self.cand_pos[i] = q
+        self.cand_t[i] = tnow
+        if self.cand_n[i] >= 3:
+            # three consistent reads in a row are no corruption: the servo is really there
+            self.last_pos[i] = q
+            self.last_t[i] = tnow
+            self.cand_n[i] = 0
+            return 1
+        return 0
 
 
 cdef class GroupWriteIO:
@@ -493,13 +635,14 @@ cdef class GroupWriteIO:
         self.zero = np.array(np.broadcast_to(np.asarray(zero_raw, dtype=np.int64), (self.n,)))
         self.scale = np.array(np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.n,)))
         self.timeout = timeout_s
+        # 64-bit shifts: a C int shift overflows for 4-byte registers
         if encoding == 1:
-            self.lo = -(1 << (8 * size - 1))
-            self.hi = (1 << (8 * size - 1)) - 1
+            self.lo = -(<int64_t>1 << (8 * size - 1))
+            self.hi = (<int64_t>1 << (8 * size - 1)) - 1
         elif encoding == 2:
             self.lo, self.hi = -1023, 1023
         else:
-            self.lo, self.hi = 0, (1 << (8 * size)) - 1
+            self.lo, self.hi = 0, (<int64_t>1 << (8 * size)) - 1
         hdr = b""
         if protocol == 1:
             hdr = bytes((address & 0xFF, size))

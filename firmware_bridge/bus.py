@@ -97,12 +97,15 @@ class ServoHealth:
     malformed: int = 0
     error_bits: int = 0          # replies with a non-zero error byte
     hardware_errors: int = 0     # of which hardware (alert / overload / ...)
+    stale: int = 0               # late replies to an earlier request, discarded
+    implausible: int = 0         # positions faster than the servo can move (corrupt reads)
     last_error_raw: int = 0
     last_hardware_error_status: int | None = None
 
     @property
     def failures(self) -> int:
-        return self.timeouts + self.checksum_errors + self.malformed + self.error_bits
+        return (self.timeouts + self.checksum_errors + self.malformed + self.error_bits
+                + self.implausible)
 
 
 @dataclass
@@ -169,8 +172,8 @@ class Bus:
         # factory Return Delay Time is 250 (500 us) until connect() reads the real one
         self.return_delay_s: dict[int, float] = {s.id: 500e-6 for s in self.servos}
         self._health_d: dict[int, ServoHealth] = {s.id: ServoHealth() for s in self.servos}
-        # good replies counted in compiled code by each group reader: (ids, int64 counts)
-        self._ok_sources: list[tuple[list[int], np.ndarray]] = []
+        # counted in compiled code by each group reader: (ids, good replies, stale replies)
+        self._ok_sources: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         # 1 when stale bytes may wait on the fd (the hot path then flushes before writing)
         self._dirty = np.ones(1, dtype=np.int64)
         self.garbage_bytes = 0
@@ -234,11 +237,14 @@ class Bus:
     @property
     def health(self) -> dict[int, ServoHealth]:
         """Per-servo counters {id: ServoHealth} (group-read successes folded in on access)."""
-        for ids, counts in self._ok_sources:
+        for ids, counts, stale in self._ok_sources:
             for i, sid in enumerate(ids):
                 if counts[i]:
                     self._health(sid).ok += int(counts[i])
                     counts[i] = 0
+                if stale[i]:
+                    self._health(sid).stale += int(stale[i])
+                    stale[i] = 0
         return self._health_d
 
     def _health(self, servo_id: int) -> ServoHealth:
@@ -271,6 +277,11 @@ class Bus:
             h.checksum_errors += 1
             raise ChecksumError(f"servo {servo_id} on {self.port}: corrupt reply to {what} "
                                 "(checksum/CRC mismatch)", b"", servo_id)
+        if code == _busio.SLOT_IMPLAUSIBLE:
+            h.implausible += 1
+            raise ChecksumError(f"servo {servo_id} on {self.port}: implausible reply to {what}: "
+                                "the position moved faster than the servo can (a corrupted "
+                                "packet that passed the checksum)", b"", servo_id)
         if code == _busio.SLOT_MALFORMED:
             h.malformed += 1
             raise MalformedPacketError(f"servo {servo_id} on {self.port}: malformed reply to {what}")

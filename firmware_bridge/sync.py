@@ -24,6 +24,14 @@ __all__ = ["SyncReader", "SyncWriter", "raise_group"]
 
 _ENC = {"u": 0, "s": 1, "sm": 2}   # register encodings as _busio numbers them
 
+# Request variants that tell a late reply from a fresh one (see SyncReader): variant v
+# reads v bytes more, at most 3 bytes (30 us at 1 Mbps) per servo and reply.
+STALE_TAGS = 4
+# Plausibility of a present position: the datasheet's no-load speed times this margin
+# (a back-driven joint may run somewhat faster), plus this many rad of noise and quantisation.
+PLAUSIBLE_SPEED_MARGIN = 2.0
+PLAUSIBLE_ABS_TOL_RAD = 0.05
+
 
 def raise_group(failures: dict[int, BridgeError], values_note=None):
     """Raise the first failure's exception, carrying every failed id."""
@@ -54,6 +62,18 @@ class SyncReader:
     behind the same API (AX has no sync read).  Mixed models share one packet
     when the registers sit at the same addresses; each servo's values are
     converted with its own model's scale (XM430 vs XL330 current, say).
+
+    Fresh feedback only: Dynamixel replies carry no sequence number, so a
+    reply later than the timeout would be taken for the next request's.
+    Each request therefore reads one of ``STALE_TAGS`` lengths (a few
+    bytes more than needed), changing after every exchange that left bytes
+    unaccounted for; a reply of another length answers an earlier request
+    and is discarded, counted per servo as ``ServoHealth.stale``.  With
+    ``present_position`` among the names, a position that moved faster than
+    the servo can (datasheet no-load speed x ``PLAUSIBLE_SPEED_MARGIN`` x
+    elapsed time + ``PLAUSIBLE_ABS_TOL_RAD``) since the last good read is a
+    corrupted read that passed the checksum: NaN and a ChecksumError,
+    counted as ``ServoHealth.implausible``.
     """
 
     def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
@@ -81,29 +101,56 @@ class SyncReader:
         self.registers = dict(zip(names, regs0, strict=True))
         fields = [(r0.address - start, r0.size, _ENC[r0.encoding], [r.zero_raw for r in regs],
                    [r.scale for r in regs]) for r0, regs in zip(regs0, per_slot, strict=True)]
-        reply = (11 if bus.protocol == 2 else 6) + self.length
-        if bus.protocol == 2:
-            build = _codec.fast_sync_read if fast else _codec.sync_read
-            tx = build(start, self.length, ids)
-            t = bus._timeout(len(tx), len(ids) * reply, len(ids), ids)
-            splits = [(0, len(tx), 0, len(ids), t)]
-        else:
-            parts, splits, off = [], [], 0
-            for i, sid in enumerate(ids):
-                p = _codec.read(1, sid, start, self.length)
+        # as many variants as every servo's control table has bytes after the block
+        room = min(bus.table(sid).size for sid in ids) - end
+        ntags = max(1, min(STALE_TAGS, room + 1))
+        parts, splits, off = [], [], 0
+        for v in range(ntags):
+            length = self.length + v
+            reply = (11 if bus.protocol == 2 else 6) + length
+            if bus.protocol == 2:
+                build = _codec.fast_sync_read if fast else _codec.sync_read
+                p = build(start, length, ids)
+                t = bus._timeout(len(p), len(ids) * reply, len(ids), ids)
                 parts.append(p)
-                splits.append((off, len(p), i, 1, bus._timeout(len(p), reply, 1, [sid])))
+                splits.append((off, len(p), 0, len(ids), t))
                 off += len(p)
-            tx = b"".join(parts)
-        self.timeout_s = sum(s[4] for s in splits)
+            else:
+                for i, sid in enumerate(ids):
+                    p = _codec.read(1, sid, start, length)
+                    parts.append(p)
+                    splits.append((off, len(p), i, 1, bus._timeout(len(p), reply, 1, [sid])))
+                    off += len(p)
+        tx = b"".join(parts)
+        per_tag = len(splits) // ntags
+        tag_len = [len(ids) * (self.length + v + 4) - 3 if fast else self.length + v
+                   for v in range(ntags)]
+        self.timeout_s = max(sum(s[4] for s in splits[v * per_tag:(v + 1) * per_tag])
+                             for v in range(ntags))
         self.fast = fast
+        pos_field, max_rate = -1, None
+        if "present_position" in names:
+            pos_field = list(names).index("present_position")
+            max_rate = [_max_speed(bus, sid) for sid in ids]
+            if any(r is None for r in max_rate):
+                pos_field, max_rate = -1, None       # a model without datasheet figures
         self._io = _busio.GroupIO(bus.fd, bus.protocol, ids, tx, splits, self.length, fields,
-                                  bus.on_after_write, bus._dirty, fast)
+                                  bus.on_after_write, bus._dirty, fast, ntags, tag_len,
+                                  pos_field, max_rate, PLAUSIBLE_ABS_TOL_RAD)
         self._io.set_slots(ids)
-        bus._ok_sources.append((self.ids, self._io.ok_counts))
+        bus._ok_sources.append((self.ids, self._io.ok_counts, self._io.stale_counts))
         out = self._io.out
         self.values: dict[str, np.ndarray] = {n: out[k] for k, n in enumerate(names)}
         self.alert_ids: tuple[int, ...] = ()
+
+    @property
+    def stale_counts(self):
+        """Late replies discarded per servo since the last ``Bus.health`` access, int64 (n,)."""
+        return self._io.stale_counts
+
+    def reset_plausibility(self) -> None:
+        """Take the next position as it is (after a reboot, a homing offset change, ...)."""
+        self._io.reset_plausibility()
 
     def read(self) -> None:
         """One group read.  On failure raises (first failed servo's error class,
@@ -117,18 +164,25 @@ class SyncReader:
             raise PortError(f"{bus.port}: the port failed during a sync read (unplugged?)")
         codes, errs, counts = self._io.codes, self._io.errors, self._io.counts
         failures: dict[int, BridgeError] = {}
+        length = self.length + self._io.tag      # this request's variant read that many
         for i, sid in enumerate(self.ids):
-            if codes[i] == _busio.SLOT_OK and errs[i] == 0 and counts[i] == self.length:
+            if codes[i] == _busio.SLOT_OK and errs[i] == 0 and counts[i] == length:
                 continue  # counted as good by the compiled reader already
             reply = (int(codes[i]), int(errs[i]), b"\0" * int(counts[i]))
             try:
-                bus._check_reply(sid, reply, self.timeout_s, self.length, "sync read")
+                bus._check_reply(sid, reply, self.timeout_s, length, "sync read")
             except BridgeError as exc:
                 # no traceback: a kept error must not keep this tick's frames alive
                 failures[sid] = exc.with_traceback(None)
         self.alert_ids = tuple(s for s, e in failures.items() if isinstance(e, HardwareErrorStatus))
         if failures:
             raise_group(failures)
+
+
+def _max_speed(bus: Bus, servo_id: int) -> float | None:
+    """Fastest plausible joint speed of a servo, rad/s (None: no datasheet figure)."""
+    ds = bus.table(servo_id).datasheet
+    return None if ds is None else ds.no_load_speed_rad_s * PLAUSIBLE_SPEED_MARGIN
 
 
 class SyncWriter:

@@ -138,7 +138,9 @@ class BusEngine:
             self.servos.append(servo)
         self._present_dirty = True
         self._rx = bytearray()
-        self.stats = {"instructions": 0, "replies": 0, "bad_checksum": 0, "malformed": 0}
+        self.stats = {"instructions": 0, "replies": 0, "bad_checksum": 0, "malformed": 0,
+                      "watchdog_trips": 0}
+        self._wd_servos = [s for s in self.servos if s.info.a_wd is not None]
         if isinstance(faults, str) or faults is None:
             faults = parse_faults(faults)
         self.faults = FaultInjector(faults, seed)
@@ -198,6 +200,10 @@ class BusEngine:
         self.plant.step(dt, self.goal_rad, self.torque_on, self.position, self.velocity, self.torque)
         self.time_s += dt
         self._present_dirty = True
+        if self._wd_servos:
+            for s in self._wd_servos:
+                if s.watchdog_check(self.time_s):
+                    self.stats["watchdog_trips"] += 1
         ev = self.faults.next_event_time
         if ev is not None and ev <= self.time_s:
             self.faults.on_time(self, self.time_s)
@@ -235,6 +241,15 @@ class BusEngine:
 
     # ------------------------------------------------------------------ replies
     def dispatch(self, sid: int, inst: int, params: bytes) -> list:
+        # every instruction packet a servo takes restarts its Bus Watchdog interval
+        t = self.time_s
+        if sid == BROADCAST:
+            for s in self.by_id.values():
+                s.last_rx_s = t
+        else:
+            s = self.by_id.get(sid)
+            if s is not None:
+                s.last_rx_s = t
         handler = self._handlers.get(inst)
         if sid in self._collide:
             return self._collision(sid, handler, params)

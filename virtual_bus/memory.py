@@ -112,6 +112,11 @@ class TableInfo:
         self.a_rdt, self.a_srl = addr("return_delay_time"), addr("status_return_level")
         self.a_torque, self.a_hw = addr("torque_enable"), addr("hardware_error_status")
         self.a_shutdown, self.a_regd = addr("shutdown"), addr("registered_instruction")
+        self.a_wd = addr("bus_watchdog")
+        # goal registers the Bus Watchdog Error makes read-only: (address, end)
+        self.goal_spans = tuple((regs[g].address, regs[g].address + regs[g].size)
+                                for g in ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
+                                if g in regs)
         self.goal = regs["goal_position"]
         self.goal_signed = self.goal.encoding == "s"
         self.kt = table.torque_constant_nm_per_a or 1.0

@@ -9,7 +9,8 @@ EEPROM writes refused while torque is on (Access Error; Protocol 1.0: Range
 Error bit), read-only and undefined addresses refused, partial writes of a
 multi-byte register refused (Protocol 2.0 Data Length Error), values outside
 the register range refused (Data Range Error), goals outside their limit
-registers refused (Data Limit Error; AX: Angle Limit Error bit), hardware
+registers refused (Data Limit Error; AX: Angle Limit Error bit), the Bus
+Watchdog (X, MX 2.0; see :meth:`VirtualServo.watchdog_check`), hardware
 errors latch, set the alert bit and turn torque off when the Shutdown mask
 says so, REBOOT / power cycle bring RAM back to defaults with torque off and
 the goal at the present position.
@@ -83,6 +84,7 @@ class VirtualServo:
         self.mode = 3
         self._cmd_reg = None          # the goal register that is the live command (non-position modes)
         self._cmd_scale = 0.0
+        self.last_rx_s = 0.0          # simulated time of the last instruction packet it took
         self.boot()
 
     # ------------------------------------------------------------------ identity
@@ -178,6 +180,50 @@ class VirtualServo:
             mem[info.a_torque] = 0
             self.refresh_actuation()
 
+    # ------------------------------------------------------------------ bus watchdog
+    @property
+    def watchdog_tripped(self) -> bool:
+        """Bus Watchdog(98) reads -1: the watchdog fired; goals are read-only until it is 0."""
+        a = self.info.a_wd
+        return a is not None and self.mem[a] == 0xFF
+
+    def watchdog_check(self, now_s: float) -> bool:
+        """Fire the Bus Watchdog if armed, torque on and silent too long; True when it fired.
+
+        The e-Manual (X series, Bus Watchdog(98), unit 20 ms): with Torque
+        Enable 1, if the interval between instruction packets exceeds the
+        set value the servo stops, Bus Watchdog becomes -1 (Bus Watchdog
+        Error) and the goal registers (Goal PWM, Goal Current, Goal
+        Velocity, Goal Position) become read-only: writing them returns a
+        Range Error until 0 is written to Bus Watchdog.  "Stops" is
+        emulated as: position modes hold the present position, other
+        modes get a zero command; torque stays on.
+        """
+        info, mem = self.info, self.mem
+        a = info.a_wd
+        if a is None:
+            return False
+        v = mem[a]
+        if v == 0 or v >= 0x80 or not mem[info.a_torque]:
+            return False
+        if now_s - self.last_rx_s <= v * 0.02:
+            return False
+        mem[a] = 0xFF
+        reg = info.reg
+        if self.mode in POSITION_MODES:
+            q = float(self.bus.position[self.index])
+            goal = info.goal
+            put(goal, mem, int(round(self.sign * q / goal.scale + goal.zero_raw + self.homing)))
+        else:
+            for name in ("goal_velocity", "goal_current", "goal_pwm"):
+                if name in reg and name != "goal_pwm":
+                    put(reg[name], mem, 0)
+        self.refresh_actuation()
+        return True
+
+    def _goal_locked(self, address: int, end: int) -> bool:
+        return self.watchdog_tripped and any(a < end and address < b for a, b in self.info.goal_spans)
+
     # ------------------------------------------------------------------ access
     def read(self, address: int, length: int):
         """(error kind, bytes or None) for a READ of ``length`` bytes at ``address``."""
@@ -190,6 +236,8 @@ class VirtualServo:
         info = self.info
         n = len(data)
         goal = info.goal
+        if info.a_wd is not None and self._goal_locked(address, address + n):
+            return ERR.RANGE
         if address == goal.address and n == goal.size:
             return self._write_goal(data)
         cmd = self._cmd_reg
