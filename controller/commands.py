@@ -18,7 +18,7 @@ from pathlib import Path
 
 __all__ = ["register"]
 
-from servoloop.exit_codes import EXIT_OK, EXIT_USAGE
+from servoloop.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
 def register(sub) -> None:
@@ -144,6 +144,8 @@ def cmd_run(args) -> int:
         _print_summary(summary)
     if summary["state"] == "fault":
         raise fault_error(daemon.faults)
+    if summary.get("stop_reason") == "SIGINT":
+        return EXIT_INTERRUPTED  # Ctrl-C: a clean stop, but an interrupted run (exit_codes: 130)
     return EXIT_OK
 
 
