@@ -11,7 +11,6 @@ from servoloop.controller.loop_stats import JitterStats
 from servoloop.controller.safety import LimitChecker, SafetyStage
 from servoloop.controller.slew import SlewLimiter
 
-
 SAFETY = SafetyConfig()
 
 
@@ -79,7 +78,7 @@ def test_slew_limit_bounds_every_step_and_continues_after_a_stall():
     s.reset(np.zeros(2))
     out = np.zeros(2)
     prev = out.copy()
-    for k in range(400):
+    for _ in range(400):
         s.limit(np.array([1.4, -1.4]), out)  # a set_goal 1.4 rad away
         assert np.all(np.abs(out - prev) <= vmax * 1e-3 + 1e-12)
         prev = out.copy()
