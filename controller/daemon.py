@@ -65,6 +65,22 @@ __all__ = ["Daemon", "error_kind", "OPERATING_MODES"]
 log = logging.getLogger("servoloop.daemon")
 
 
+def _retry(fn, errors, tries: int = 3):
+    """``fn()``, again after a lost or corrupt reply (counted in ``errors``): idempotent bus work
+    (reads, writes of a value) must not fail a startup on one dropped reply of a healthy bus."""
+    from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
+
+    for attempt in range(tries):
+        try:
+            return fn()
+        except (BusTimeoutError, ChecksumError) as exc:
+            errors.count(exc)
+            if attempt == tries - 1:
+                raise
+            log.warning("lost or corrupt reply (%s); retrying", exc)
+    return None
+
+
 class Daemon:
     """The control daemon for one robot.
 
@@ -224,7 +240,7 @@ class Daemon:
             tables = servo_tables(self.cfg)
             self.loop.bind(self.bus, tables, self.readonly)
             if not self.readonly:
-                configure_modes(self.bus, self.cfg, tables)
+                _retry(lambda: configure_modes(self.bus, self.cfg, tables), self.loop.errors)
         except BridgeError as exc:
             sid = getattr(exc, "servo_id", None)
             joint = self.loop.servo_faults.joint_of(sid) if sid is not None else None

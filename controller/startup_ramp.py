@@ -137,7 +137,22 @@ def hold_present_pose(loop, bus, ids, readonly: bool, startup_margin: float) -> 
         loop.current_servo[:] = 0.0  # no torque burst on current-mode servos either
         loop.write.send()
         for sid in ids:
-            bus.write(sid, "torque_enable", 1)
+            _write_retry(bus, sid, "torque_enable", 1, loop.errors)
     except BridgeError as exc:
         raise FaultRaised(Fault(FaultKind.STARTUP, f"startup: torque on failed: {exc}")) from exc
     return True
+
+
+def _write_retry(bus, sid: int, register: str, value, errors, tries: int = 3) -> None:
+    """One register write, again after a lost or corrupt reply (counted): a write of a value
+    is idempotent, and one dropped reply of a healthy bus must not fail the startup."""
+    from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
+
+    for attempt in range(tries):
+        try:
+            bus.write(sid, register, value)
+            return
+        except (BusTimeoutError, ChecksumError) as exc:
+            errors.count(exc)
+            if attempt == tries - 1:
+                raise
