@@ -10,6 +10,8 @@ rounding), however much time passed between them.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -102,7 +104,7 @@ def test_socket_goal_far_away_is_slewed_with_hold():
     replies = []
 
     def send(rig):
-        line = ('{"cmd": "set_goal", "goal": {"%s": %r}}' % (j, target)).encode()
+        line = json.dumps({"cmd": "set_goal", "goal": {j: target}}).encode()
         replies.append(handle_request(rig.daemon, line))
 
     rig, s = run(cfg, 1.0, hooks=[(0.2, send)], position0=q0)
