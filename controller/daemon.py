@@ -213,7 +213,8 @@ class Daemon:
                   "servo_ids": list(self.ids), "controller": cfg.controller.name,
                   "lower": self.ctx.lower.tolist(), "upper": self.ctx.upper.tolist(), "config": cfg.source,
                   "simulated_clock": bool(getattr(self.clock, "simulated", False))}
-        self.outputs.open(self.loop.ring, header, cfg.logging.flush_s, self)
+        self.outputs.open(self.loop.ring, header, cfg.logging.flush_s, self, cfg.logging.max_mb,
+                          cfg.logging.max_files)
 
     def close_outputs(self) -> None:
         """Stop the socket, flush telemetry with the summary; never raises."""
