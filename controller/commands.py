@@ -239,7 +239,11 @@ def _socket_args(p) -> None:
 
 
 def _find_socket(args) -> Path:
-    from servoloop.controller.command_socket import check_private_dir, default_socket_path, socket_dir
+    from servoloop.controller.command_socket import (
+        check_private_dir,
+        default_socket_path,
+        socket_dir,
+    )
     from servoloop.controller.errors import CommandError
 
     if args.socket:
