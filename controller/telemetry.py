@@ -276,7 +276,7 @@ class TelemetryWriter:
         while self.written < head:
             i0 = self.written % cap
             count = min(head - self.written, cap - i0)
+            if self.max_bytes is not None and self.part_bytes >= self.max_bytes:
+                self._rotate()  # before rows, not after: the last part is never empty
             self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
             self.written += count
-            if self.max_bytes is not None and self.part_bytes >= self.max_bytes:
-                self._rotate()
