@@ -53,6 +53,8 @@ MAX_LINE = 65536  # bytes; a longer line is an error, not a memory leak
 MAX_PENDING = 1 << 20  # bytes of replies a client may leave unread before it is dropped
 CLIENT_TIMEOUT_S = 2.0  # s a client may leave replies unread
 MAX_CLIENTS = 32
+OUT_PAUSE = 65536  # bytes of unread replies after which a client's requests wait (backpressure)
+LINES_PER_TURN = 8  # requests served per client before the next client's turn (fairness)
 
 
 class CommandHandler(Protocol):
@@ -216,6 +218,7 @@ class CommandServer:
         self._thread = threading.Thread(target=self._run, name="servoloop-socket", daemon=True)
         self._clients: dict[socket.socket, _Client] = {}
         self._listener: socket.socket | None = None
+        self._ready: set = set()  # clients with complete request lines still to serve
         self.refused_peers = 0
         self.dropped = 0
 
@@ -290,11 +293,12 @@ class CommandServer:
         except (KeyError, ValueError):
             pass
         self._clients.pop(conn, None)
+        self._ready.discard(conn)
         conn.close()
 
     def _run(self) -> None:
         while True:
-            for key, events in self._sel.select(timeout=0.25):
+            for key, events in self._sel.select(timeout=0 if self._ready else 0.25):
                 if key.data == "wake":
                     return
                 if key.data == "accept":
@@ -304,7 +308,9 @@ class CommandServer:
                 if events & selectors.EVENT_WRITE and conn in self._clients:
                     self._flush(conn)
                 if events & selectors.EVENT_READ and conn in self._clients:
-                    self._serve(conn)
+                    self._recv(conn)
+            for conn in list(self._ready):  # one turn each: a flooding client cannot starve stop
+                self._serve(conn)
             self._expire()
 
     def _accept(self) -> None:
@@ -333,7 +339,7 @@ class CommandServer:
             if c.outbuf and now - c.since > CLIENT_TIMEOUT_S:
                 self._drop(conn, f"replies unread for more than {CLIENT_TIMEOUT_S} s")
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _recv(self, conn: socket.socket) -> None:
         try:
             data = conn.recv(65536)
         except BlockingIOError:
@@ -343,12 +349,24 @@ class CommandServer:
         if not data:
             self._drop(conn)
             return
-        c = self._clients[conn]
+        self._clients[conn].inbuf.extend(data)
+        self._ready.add(conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        """Serve up to LINES_PER_TURN complete requests of one client (none while its unread
+        replies exceed OUT_PAUSE: a client that does not read gets no more work done)."""
+        c = self._clients.get(conn)
+        if c is None:
+            self._ready.discard(conn)
+            return
         buf = c.inbuf
-        buf.extend(data)
-        while conn in self._clients:
+        for _ in range(LINES_PER_TURN):
+            if len(c.outbuf) >= OUT_PAUSE:
+                self._ready.discard(conn)  # resumed by _flush once it reads
+                return
             nl = buf.find(b"\n")
             if nl < 0:
+                self._ready.discard(conn)
                 if len(buf) > MAX_LINE:
                     self._reply(conn, {"ok": False, "error": f"request longer than {MAX_LINE} bytes"})
                     self._flush(conn)
@@ -358,6 +376,8 @@ class CommandServer:
             del buf[:nl + 1]
             if line.strip():
                 self._reply(conn, handle_request(self.handler, line))
+                if conn not in self._clients:
+                    return
 
     def _reply(self, conn: socket.socket, reply: dict) -> None:
         """Queue one reply and send what the socket takes now (never waits)."""
@@ -390,11 +410,14 @@ class CommandServer:
         except OSError as exc:
             self._drop(conn, str(exc))
             return
-        want = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
+        paused = len(c.outbuf) >= OUT_PAUSE
+        want = (0 if paused else selectors.EVENT_READ) | (selectors.EVENT_WRITE if c.outbuf else 0)
         try:
             self._sel.modify(conn, want, "conn")
         except (KeyError, ValueError):
             pass
+        if not paused and b"\n" in c.inbuf:
+            self._ready.add(conn)
 
 
 def _finite(obj):
