@@ -87,3 +87,46 @@ def test_one_percent_loss_keeps_running_and_shows_in_status(tmp_path, virtual_bu
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=30)
+
+
+# ---------------------------------------------------------------------------
+# lockstep: when a stop takes effect, and what a failed connect says
+
+
+def test_stop_command_takes_effect_on_the_next_tick(tmp_path):
+    from servoloop.controller.command_socket import handle_request
+    from servoloop.controller.lifecycle import State
+    from servoloop.controller.telemetry_format import read_telemetry
+    from tests.hil.test_daemon_lockstep import LockstepRig, hook_at, short_config
+
+    cfg = short_config("arm")
+    rig = LockstepRig(cfg, telemetry_path=tmp_path / "s.sltl")
+    replies = []
+    hook_at(rig, 0.3, lambda: replies.append(handle_request(rig.daemon, b'{"cmd": "stop"}')))
+    try:
+        s = rig.daemon.run(5.0)
+    finally:
+        rig.close()
+    assert replies == [{"ok": True}] and s["state"] == "done" and s["stop_reason"] == "stop command"
+    tel = read_telemetry(tmp_path / "s.sltl")
+    state = tel.column("state")
+    ticks = tel.column("tick")
+    first_shutdown = int(ticks[list(state).index(int(State.SHUTDOWN))])
+    assert first_shutdown <= round(0.3 / 1e-3) + 1
+
+
+def test_failed_connect_does_not_warn_about_servos_that_never_answered():
+    from dataclasses import replace
+
+    from tests.hil.test_daemon_lockstep import LockstepRig, short_config
+
+    cfg = short_config("arm")
+    ghost = replace(cfg.servos[-1], id=42, joint="ghost")
+    rig = LockstepRig(cfg, daemon_cfg=replace(cfg, servos=cfg.servos + (ghost,)))
+    try:
+        s = rig.daemon.run(1.0)
+    finally:
+        rig.close()
+    assert s["state"] == "fault" and s["fault_details"][0]["kind"] == "connect"
+    assert "42" in s["faults"][0]
+    assert not [w for w in s["warnings"] if "torque off failed" in w], s["warnings"]
