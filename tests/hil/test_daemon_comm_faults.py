@@ -81,3 +81,24 @@ def test_bus_gone_stops_per_policy_within_timeout_plus_one_tick(tmp_path, action
     else:
         assert all(torqued)
         assert any("comm_timeout_action: hold" in w for w in s["warnings"])
+
+
+def test_hardware_error_disable_servo_keeps_the_others_running(tmp_path):
+    cfg = short_config("arm", safety={"on_hardware_error": "disable_servo"})
+    rig = LockstepRig(cfg, faults="hwerror:id=4:bits=overload:at=0.2", telemetry_path=tmp_path / "x.sltl")
+    seen = []
+    hook_at(rig, 0.8, lambda: seen.append({sv.id: rig.servo(sv.id).torque_enabled for sv in cfg.servos}))
+    try:
+        s = rig.daemon.run(1.0)
+    finally:
+        rig.close()
+    assert s["state"] == "done" and not s["faults"], s["faults"]
+    assert not seen[0][4]
+    assert all(on for sid, on in seen[0].items() if sid != 4)
+    assert s["comm"]["disabled"] == [4] and s["comm"]["level"] == "ok"
+    tel = read_telemetry(tmp_path / "x.sltl")
+    assert any(e["kind"] == "disable_servo" and "servo 4" in e["message"] for e in tel.events)
+    j = cfg.servos[3].joint
+    # the disabled joint never feeds NaN into control: its goal stays where it was
+    goal = tel.column(f"goal.{j}")
+    assert not (goal != goal).any()
