@@ -40,27 +40,61 @@ class ReadStage:
         self.errors = errors
         self.servo_faults = servo_faults
         self.reader: JointReader | None = None
+        self.failed = np.zeros(0, dtype=bool)
+        self.disabled = np.zeros(0, dtype=bool)
+        self._index: dict = {}
 
     def bind(self, bus, ids, tables) -> JointReader:
         """Make the group reader; returns it (``values`` holds the (n,) arrays read each tick)."""
         self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True)
+        n = len(ids)
+        self.failed = np.zeros(n, dtype=bool)
+        if self.disabled.shape[0] != n:
+            self.disabled = np.zeros(n, dtype=bool)
+        self._index = {sid: i for i, sid in enumerate(ids)}
         return self.reader
 
+    def _mark_failed(self, exc: BridgeError) -> bool:
+        """Fill :attr:`failed` from ``exc``; True when only disabled servos failed."""
+        failed = self.failed
+        ids = getattr(exc, "failed_ids", None) or tuple(getattr(exc, "failures", None) or ())
+        sid = getattr(exc, "servo_id", None)
+        if not ids and sid is not None:
+            ids = (sid,)
+        if not ids:
+            failed[:] = True
+            return False
+        only_disabled = True
+        for sid in ids:
+            i = self._index.get(sid)
+            if i is None:
+                continue
+            failed[i] = True
+            only_disabled = only_disabled and bool(self.disabled[i])
+        return only_disabled
+
     def run(self) -> bool:
-        """Read every servo; False when some read failed (those servos read NaN).
+        """Read every servo; False when some read failed (those servos read NaN, :attr:`failed`
+        marks them).  Failures of servos turned off by ``disable_servo`` do not count.
 
         Raises
         ------
         FaultRaised
             The port is gone, or a servo's hardware error is a fault (see ServoFaultHandler).
         """
+        if self.failed.any():
+            self.failed[:] = False
         try:
             self.reader.read()
             return True
         except PortError as exc:
             self.errors.count(exc)
+            self.failed[:] = True
             raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
         except BridgeError as exc:
+            only_disabled = self._mark_failed(exc)
+            if only_disabled:
+                return True  # a disabled servo keeps reporting its latched error: expected
             self.errors.count(exc)
             if _has_status_error(exc):
                 self.servo_faults.handle(exc)

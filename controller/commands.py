@@ -18,7 +18,7 @@ from pathlib import Path
 
 __all__ = ["register"]
 
-from servoloop.exit_codes import EXIT_OK, EXIT_USAGE
+from servoloop.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
 def register(sub) -> None:
@@ -147,6 +147,8 @@ def cmd_run(args) -> int:
         _print_summary(summary)
     if summary["state"] == "fault":
         raise fault_error(daemon.faults)
+    if summary.get("stop_reason") == "SIGINT":
+        return EXIT_INTERRUPTED  # Ctrl-C: a clean stop, but an interrupted run (exit_codes: 130)
     return EXIT_OK
 
 
@@ -167,6 +169,10 @@ def _print_summary(s: dict) -> None:
           f"(controller {s['controller']}, stop: {s['stop_reason']})")
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
           f"missed {s['missed']}; bus errors: {errs}")
+    comm = s.get("comm")
+    if comm and comm.get("steps"):
+        print(f"  comm: ended at {comm['level']}; {len(comm['steps'])} ladder steps, failed ticks "
+              f"{comm['failed_ticks']}, errors per servo {comm['errors_per_servo']}")
     _print_faults(s)
     for w in s["warnings"]:
         print(f"  warning: {w}")
@@ -236,19 +242,24 @@ def _socket_args(p) -> None:
 
 
 def _find_socket(args) -> Path:
-    from servoloop.controller.command_socket import default_socket_path
+    from servoloop.controller.command_socket import (
+        check_private_dir,
+        default_socket_path,
+        socket_dir,
+    )
     from servoloop.controller.errors import CommandError
 
     if args.socket:
         return Path(args.socket)
+    # the default directory must be ours and private: a squatted one is refused, not trusted
+    check_private_dir(socket_dir(), create=False)
     if args.robot:
         return default_socket_path(args.robot)
-    probe = default_socket_path("X")
-    found = sorted(probe.parent.glob(probe.name.replace("X.sock", "*.sock")))
+    found = sorted(socket_dir().glob("*.sock"))
     if len(found) == 1:
         return found[0]
     if not found:
-        raise CommandError(f"no daemon socket in {probe.parent} (is `servoloop run` running?)")
+        raise CommandError(f"no daemon socket in {socket_dir()} (is `servoloop run` running?)")
     raise CommandError("several daemons are running; choose one with --socket: "
                        + ", ".join(str(f) for f in found))
 
@@ -270,6 +281,13 @@ def cmd_status(args) -> int:
     print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}  "
           f"bus errors {st['bus_errors'] or 'none'}")
     print(f"  controller: {st['controller']}")
+    comm = st.get("comm")
+    if comm:
+        print(f"  comm: {comm['level']}; failed ticks {comm['failed_ticks']}, window rate "
+              f"{comm['window_rate']:.2%}, errors per servo {comm['errors_per_servo'] or 'none'}"
+              + (f", disabled servos {comm['disabled']}" if comm.get("disabled") else ""))
+        for step in comm.get("steps", [])[-5:]:
+            print(f"    t={step['t_s']:.3f} s {step['level']}: {step['message']}")
     _print_faults(st)
     return EXIT_OK
 
@@ -279,10 +297,11 @@ def cmd_stop(args) -> int:
     from servoloop.controller.command_socket import send_command
     from servoloop.controller.errors import CommandError
 
-    reply = send_command(_find_socket(args), {"cmd": "stop", "reason": "servoloop stop"})
+    path = _find_socket(args)
+    reply = send_command(path, {"cmd": "stop", "reason": "servoloop stop"})
     if not reply.get("ok"):
         raise CommandError(str(reply.get("error")))
-    print("stop requested")
+    print(f"stop requested (the daemon at {path} answered)")
     return EXIT_OK
 
 

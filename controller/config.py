@@ -12,7 +12,7 @@ The schema (every key optional except ``servos``)::
     controller: {name: hold, params: {}}
     startup: {ramp_s: 1.0}
     shutdown: {mode: torque_off, stop_cycles: 5}
-    safety: {max_temperature_c: 70, comm_error_window: 200, comm_error_rate: 0.05, ...}
+    safety: {max_temperature_c: 70, max_velocity: null, comm_timeout_s: 0.5, bus_watchdog_s: 0.1, ...}
     logging: {telemetry: auto}
     socket: {path: auto}
     simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}    # physics behind the virtual bus
@@ -61,7 +61,13 @@ __all__ = [
 
 SERVO_MODES = ("position", "current_position", "current")
 SHUTDOWN_MODES = ("hold", "torque_off")
-HARDWARE_ERROR_REACTIONS = ("fault", "reboot")
+HARDWARE_ERROR_REACTIONS = ("fault", "reboot", "disable_servo")
+#: keys of older configs, and what replaced them (a clear error, not a silent default)
+REMOVED_KEYS = {
+    "safety.comm_error_window": "safety.comm_window_s (seconds) and safety.comm_warn_rate",
+    "safety.comm_error_rate": "safety.comm_warn_rate (warns only) and safety.comm_timeout_s",
+    "safety.max_consecutive_comm_errors": "safety.comm_hold_s and safety.comm_timeout_s (seconds)",
+}
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class ServoConfig:
     mode: str = "position"
     torque_constant: float | None = None
     position_stiffness: float | None = None
+    max_velocity: float | None = None  # rad/s goal slew limit; None: safety.max_velocity
 
 
 @dataclass(frozen=True)
@@ -166,13 +173,22 @@ class SafetyConfig:
     max_temperature_c: float | None = 70.0
     min_voltage_v: float | None = None
     max_voltage_v: float | None = None
-    comm_error_window: int = 200  # ticks (Bit-Bots: >5 % of 200 reads)
-    comm_error_rate: float = 0.05
-    max_consecutive_comm_errors: int = 5
+    # goal slew limit, rad/s per joint (None: each servo model's datasheet no-load speed)
+    # and rad/s^2 (None: no acceleration limit); see controller/slew.py
+    max_velocity: float | None = None
+    max_acceleration: float | None = None
+    # comm-fault ladder, in seconds (controller/comm_policy.py): warn -> hold -> timeout
+    comm_timeout_s: float = 0.5  # as ROBOTIS ros2_control error_timeout_ms = 500
+    comm_timeout_action: str = "torque_off"  # or "hold": leave the servos torqued at the last goal
+    comm_hold_s: float = 0.05  # no complete read this long: hold (event), recover by itself
+    comm_window_s: float = 1.0  # window of the warn rate
+    comm_warn_rate: float = 0.01  # fraction of ticks with a failed read that warns
     bus_watchdog_s: float | None = 0.1  # X-series Bus Watchdog (armed at torque on); None: off
     max_consecutive_missed: int | None = 100
     monitor_every: int = 10  # ticks between temperature / voltage / error-bit checks
-    on_hardware_error: str = "fault"  # or "reboot": reboot the servo, restore it, go on
+    # "fault" | "reboot" (reboot the servo, restore it, ramp back, go on) |
+    # "disable_servo" (torque off that servo, keep the others running)
+    on_hardware_error: str = "fault"
     max_reboots: int = 1
 
 
@@ -184,6 +200,10 @@ class LoggingConfig:
     flush_s: float = 0.25
     ring_s: float = 4.0
     level: str = "info"
+    # size cap of one telemetry file, MB: past it the writer starts the next part
+    # (NAME.partK.sltl, each with its header) and keeps the last max_files parts
+    max_mb: float | None = 1024.0
+    max_files: int = 4
 
 
 @dataclass(frozen=True)
@@ -339,6 +359,9 @@ def _build(cls: type, data: dict, section: str, path: str | None):
     hints = typing.get_type_hints(cls)
     names = {f.name for f in fields(cls) if f.name != "source"}
     for key in data:
+        where = f"{section}.{key}" if section else str(key)
+        if key not in names and where in REMOVED_KEYS:
+            raise ConfigError(f"{where} is no longer supported: use {REMOVED_KEYS[where]}", path, where)
         if key not in names:
             choices = ", ".join(sorted(names))
             where = f"{section}.{key}" if section else str(key)
@@ -391,6 +414,9 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
             raise err(f"{where}: mode {s.mode!r} is not one of {SERVO_MODES}", f"servos[{i}].mode")
         if s.mode == "current" and not s.torque_constant:
             raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
+        if s.max_velocity is not None and not s.max_velocity > 0:
+            raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
+        _check_model(s, i, where, err)
     b = cfg.bus
     if b.protocol not in (1, 2):
         raise err(f"bus.protocol must be 1 or 2, got {b.protocol}", "bus.protocol")
@@ -409,12 +435,21 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     if sd.stop_cycles < 1:
         raise err(f"shutdown.stop_cycles must be >= 1, got {sd.stop_cycles}", "shutdown.stop_cycles")
     sf = cfg.safety
-    if sf.comm_error_window < 1:
-        raise err("safety.comm_error_window must be >= 1", "safety.comm_error_window")
-    if not 0 <= sf.comm_error_rate <= 1:
-        raise err("safety.comm_error_rate must be in [0, 1]", "safety.comm_error_rate")
-    if sf.max_consecutive_comm_errors < 1:
-        raise err("safety.max_consecutive_comm_errors must be >= 1", "safety.max_consecutive_comm_errors")
+    for key in ("max_velocity", "max_acceleration", "bus_watchdog_s"):
+        v = getattr(sf, key)
+        if v is not None and not v > 0:
+            raise err(f"safety.{key} must be > 0 (or null), got {v}", f"safety.{key}")
+    if not sf.comm_timeout_s > 0:
+        raise err(f"safety.comm_timeout_s must be > 0 s, got {sf.comm_timeout_s}", "safety.comm_timeout_s")
+    if not 0 <= sf.comm_hold_s <= sf.comm_timeout_s:
+        raise err(f"safety.comm_hold_s must be in [0, comm_timeout_s], got {sf.comm_hold_s}", "safety.comm_hold_s")
+    if not sf.comm_window_s > 0:
+        raise err(f"safety.comm_window_s must be > 0 s, got {sf.comm_window_s}", "safety.comm_window_s")
+    if not 0 <= sf.comm_warn_rate <= 1:
+        raise err(f"safety.comm_warn_rate must be in [0, 1], got {sf.comm_warn_rate}", "safety.comm_warn_rate")
+    if sf.comm_timeout_action not in SHUTDOWN_MODES:
+        raise err(f"safety.comm_timeout_action {sf.comm_timeout_action!r} is not one of {SHUTDOWN_MODES}",
+                  "safety.comm_timeout_action")
     if sf.monitor_every < 1:
         raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
     if sf.on_hardware_error not in HARDWARE_ERROR_REACTIONS:
@@ -427,6 +462,46 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     _validate_model(cfg, err)
     if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
         raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
+    if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:
+        raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
+    if cfg.logging.max_files < 1:
+        raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
+
+
+def _check_model(s, i: int, where: str, err) -> None:
+    """An unknown servo model is a config error naming the known ones (not a traceback at connect)."""
+    from servoloop.firmware_bridge.control_table import MODELS, get_table
+    from servoloop.firmware_bridge.errors import UnknownModelError
+
+    try:
+        get_table(s.model)
+    except UnknownModelError:
+        raise err(f"{where}: unknown servo model {s.model!r} (at servos[{i}].model); "
+                  f"known models: {', '.join(sorted(MODELS))}", f"servos[{i}].model") from None
+
+
+def _line_of(text: str, key: str | None) -> int | None:
+    """1-based line of dotted ``key`` (``servos[2].model``) in the YAML ``text``, or None."""
+    import re
+
+    if not key:
+        return None
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", key):
+        if node is None:
+            return None
+        if index:
+            if not isinstance(node, yaml.SequenceNode) or int(index) >= len(node.value):
+                return None
+            node = node.value[int(index)]
+        elif isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == name), None)
+        else:
+            return None
+    return None if node is None else node.start_mark.line + 1
 
 
 MIMIC_CHOICES = ("error", "independent")
@@ -517,7 +592,16 @@ def load_config(path: str | os.PathLike) -> RobotConfig:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"not valid YAML{at}: {getattr(exc, 'problem', exc)}", str(p)) from exc
-    return config_from_dict(data if data is not None else {}, p)
+    try:
+        return config_from_dict(data if data is not None else {}, p)
+    except ConfigError as exc:
+        line = _line_of(text, exc.key)
+        if line is None:
+            raise
+        msg = str(exc)
+        prefix = f"{exc.path}: "
+        msg = msg[len(prefix):] if exc.path and msg.startswith(prefix) else msg
+        raise ConfigError(f"line {line}: {msg}", str(p), exc.key) from None
 
 
 def builtin_config(name: str) -> RobotConfig:

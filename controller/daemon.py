@@ -11,11 +11,14 @@ every error while it turns torque off servo by servo.
 Reactions (each on the tick that sees the cause):
 
 =============================  =====================================================
-lost / corrupt reply           counted per kind, that tick's write skipped (servos
-                               hold their last goal), NaN in telemetry; fault when
-                               ``safety.max_consecutive_comm_errors`` ticks in a row
-                               fail or more than ``comm_error_rate`` of the last
-                               ``comm_error_window`` ticks did
+lost / corrupt reply           counted per kind and servo, that tick's write skipped
+                               (servos hold their last goal), NaN in telemetry; the
+                               ladder warn -> hold -> timeout in seconds
+                               (:mod:`controller.comm_policy`): a ``comm`` fault after
+                               ``safety.comm_timeout_s`` without a good reply, then
+                               ``safety.comm_timeout_action`` (torque_off | hold)
+any goal                       clamped to the limits, then slew-limited from the goal
+                               written last tick (:mod:`controller.slew`)
 hardware error (alert bit)     reported with its bits; fault, or with
                                ``on_hardware_error: reboot`` reboot the servo,
                                restore mode / goal := present / torque, go on
@@ -65,6 +68,22 @@ __all__ = ["Daemon", "error_kind", "OPERATING_MODES"]
 log = logging.getLogger("servoloop.daemon")
 
 
+def _retry(fn, errors, tries: int = 3):
+    """``fn()``, again after a lost or corrupt reply (counted in ``errors``): idempotent bus work
+    (reads, writes of a value) must not fail a startup on one dropped reply of a healthy bus."""
+    from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
+
+    for attempt in range(tries):
+        try:
+            return fn()
+        except (BusTimeoutError, ChecksumError) as exc:
+            errors.count(exc)
+            if attempt == tries - 1:
+                raise
+            log.warning("lost or corrupt reply (%s); retrying", exc)
+    return None
+
+
 class Daemon:
     """The control daemon for one robot.
 
@@ -110,6 +129,7 @@ class Daemon:
         self._hard_stop: str | None = None
         self._signal_torque_off = False
         self._connected = False
+        self._answered: set | None = None  # servo ids that answered at connect (None: not known)
         self._torque_on = False
         self._run_wall0 = self._run_wall1 = self._run_dl1 = 0
         self.helper_threads: list = []  # other threads that take the GIL (status line, ...)
@@ -196,7 +216,8 @@ class Daemon:
                   "servo_ids": list(self.ids), "controller": cfg.controller.name,
                   "lower": self.ctx.lower.tolist(), "upper": self.ctx.upper.tolist(), "config": cfg.source,
                   "simulated_clock": bool(getattr(self.clock, "simulated", False))}
-        self.outputs.open(self.loop.ring, header, cfg.logging.flush_s, self)
+        self.outputs.open(self.loop.ring, header, cfg.logging.flush_s, self, cfg.logging.max_mb,
+                          cfg.logging.max_files)
 
     def close_outputs(self) -> None:
         """Stop the socket, flush telemetry with the summary; never raises."""
@@ -216,13 +237,14 @@ class Daemon:
             self.bus.open()
             self._connected = True
             report = connect_bus(self.bus, self.cfg, self.readonly, self.loop.errors)
+            self._answered = set(self.ids)
             if report is not None:
                 self._event("connect", connect_report_text(report))
                 self.warnings.extend(str(w) for w in (getattr(report, "warnings", ()) or ()))
             tables = servo_tables(self.cfg)
             self.loop.bind(self.bus, tables, self.readonly)
             if not self.readonly:
-                configure_modes(self.bus, self.cfg, tables)
+                _retry(lambda: configure_modes(self.bus, self.cfg, tables), self.loop.errors)
                 note = prepare_bus_watchdog(self.bus, self.cfg, tables)
                 if note:
                     log.warning("%s", note)
@@ -369,8 +391,18 @@ class Daemon:
         self.stop_all_servos()
 
     def stop_all_servos(self) -> None:
-        """Torque off on every servo, each in its own try, twice for those that fail; never raises."""
+        """Torque off on every servo, each in its own try, twice for those that fail; never raises.
+
+        With ``safety.comm_timeout_action: hold`` a comm timeout leaves torque on (the servos
+        hold their last goal; the X-series bus watchdog, if armed, still stops them).  A servo
+        that never answered at connect is tried but not warned about."""
         if self.readonly or not self._connected:
+            return
+        last = self.faults[-1] if self.faults else None
+        if (last is not None and last.kind == FaultKind.COMM and self._torque_on
+                and self.cfg.safety.comm_timeout_action == "hold" and self._hard_stop is None):
+            self.warnings.append("comm timeout: servos left torqued at their last goal "
+                                 "(safety.comm_timeout_action: hold)")
             return
         failed = list(self.ids)
         for attempt in range(2):
@@ -385,7 +417,11 @@ class Daemon:
             failed = still
             if not failed:
                 break
-        self._torque_on = bool(failed)
+        self._torque_on = bool(failed) and self._answered is not None
+        if self._answered is None:  # the connect failed: we never turned torque on
+            if failed:
+                log.info("torque off not confirmed by servos %s (they did not answer at connect)", failed)
+            return
         if failed:
             self.warnings.append(f"torque off failed for servos {failed}")
 
@@ -442,6 +478,7 @@ class Daemon:
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
+            "comm": self.loop.safety.comm.status(),
         }
 
     def set_params(self, params: dict) -> None:
@@ -491,5 +528,15 @@ class Daemon:
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
             },
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings) + self._comm_warnings(),
+            "comm": self.loop.safety.comm.status(),
         }
+
+    def _comm_warnings(self) -> list[str]:
+        """One summary warning when the comm ladder left ``ok`` during the run."""
+        comm = self.loop.safety.comm
+        worst = max((s["level"] for s in comm.steps), key=("ok", "warn", "hold", "timeout").index, default="ok")
+        if worst == "ok":
+            return []
+        return [f"comm: reached {worst}; {comm.failed_ticks} ticks with failed reads, "
+                f"errors per servo {comm.error_counts()}"]

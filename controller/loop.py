@@ -7,7 +7,7 @@
       -> read       one sync read of every servo          (bus_stages.ReadStage)
       -> estimate   servo -> joint                        (estimator.Estimator)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
-      -> safety     limits, clamp, comm window, late ticks (safety.SafetyStage)
+      -> safety     limits, clamp, slew limit, comm ladder, late ticks (safety.SafetyStage)
       -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap)
       -> write      one sync write                        (bus_stages.WriteStage)
       -> record     one telemetry ring row                (telemetry.TickRecorder)
@@ -37,6 +37,7 @@ from servoloop.controller.lifecycle import State
 from servoloop.controller.loop_stats import JitterStats
 from servoloop.controller.safety import SafetyStage
 from servoloop.controller.servo_faults import ServoFaultHandler
+from servoloop.controller.slew import joint_max_velocity
 from servoloop.controller.startup_ramp import StartupRamp
 from servoloop.controller.telemetry import TelemetryRing, TickRecorder
 
@@ -96,7 +97,12 @@ class ControlLoop:
         self.estimate = Estimator(self.joint_map, self.state, self.current)
         ramp = StartupRamp(ctx, cfg.startup.via, int(round(cfg.startup.ramp_s * cfg.loop.rate_hz)))
         self.control = ControlStage(controller, ramp, self.state, self.cmd, event)
-        self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper)
+        self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper,
+                                  joint_max_velocity(servos, cfg.safety), cfg.loop.rate_hz, event)
+        self.servo_faults.on_restore = self._on_servo_restored
+        self.servo_faults.on_disable = self._on_servo_disabled
+        self.disabled = np.zeros(n, dtype=bool)
+        self.any_disabled = False
         self.write = WriteStage(self.goal_servo, self.current_servo, self.errors)
         self.monitor = MonitorStage(self.safety, self.errors, n)
         cap = max(64, int(cfg.logging.ring_s * cfg.loop.rate_hz))
@@ -140,6 +146,24 @@ class ControlLoop:
         self.rate.start()
         self.anchor_ns = self.rate.next_deadline_ns
         self._prev_wake = self.clock.now_ns()
+        self.safety.comm.start(self.rate.next_deadline_ns)
+
+    def _on_servo_restored(self, i: int, present_servo: float, now_ns: int) -> None:
+        """A rebooted servo holds its present position: its joint goal ramps back from there."""
+        jm = self.joint_map
+        q = jm.direction[i] * (present_servo - jm.offset[i])
+        self.safety.slew.reset_joint(i, q)
+        comm = self.safety.comm
+        comm.last_ok_ns[:] = now_ns  # the reboot's silence is not a comm timeout
+        comm.last_tick_ok_ns = now_ns
+
+    def _on_servo_disabled(self, i: int) -> None:
+        """``disable_servo``: servo ``i`` is off; its joint holds its last goal and position."""
+        self.disabled[i] = True
+        self.any_disabled = True
+        self.read.disabled[i] = True
+        self.safety.slew.held[i] = True
+        self.safety.comm.disable(i)
 
     def t_s(self) -> float:
         """Loop time of the current tick, s since the first startup deadline."""
@@ -167,6 +191,9 @@ class ControlLoop:
         fault = safety.late(skipped)
         ok = self.read.run()
         self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
+        if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
+            np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
+            np.copyto(self.state.velocity, 0.0, where=self.disabled)
         if ok:
             f = safety.check_measured(self.state.position)
             if fault is None:
@@ -175,7 +202,7 @@ class ControlLoop:
             self.actuate()
             if fault is None and not self.readonly:
                 ok = self.write.send() and ok
-        f = safety.record_comm(ok)
+        f = safety.record_comm(ok, self.read.failed, rate.deadline_ns)
         if fault is None:
             fault = f
         if not ok:

@@ -56,28 +56,36 @@ class Outputs:
         self.writer: TelemetryWriter | None = None
         self.server = None
 
-    def open(self, ring, header: dict, flush_s: float, handler) -> None:
-        """Start the telemetry writer on ``ring`` and the command server for ``handler``.
+    def open(self, ring, header: dict, flush_s: float, handler, max_mb: float | None = None,
+             max_files: int = 4) -> None:
+        """Start the telemetry writer on ``ring`` (size cap ``max_mb`` per file, ``max_files``
+        parts kept) and the command server for ``handler``.
 
         Raises
         ------
         FaultRaised
-            The telemetry file cannot be created or another daemon holds the socket.
+            The telemetry file cannot be created, or the socket cannot be (another daemon
+            holds it, another user squats it, the path is not writable): each says which.
         """
-        try:
-            if self.telemetry_path is not None:
-                self.writer = TelemetryWriter(self.telemetry_path, ring, header, flush_s)
+        if self.telemetry_path is not None:
+            try:
+                self.writer = TelemetryWriter(self.telemetry_path, ring, header, flush_s, max_mb, max_files)
                 self.writer.start()
-            if self.socket_path is not None:
-                from servoloop.controller.command_socket import CommandServer
+            except OSError as exc:
+                raise FaultRaised(Fault(FaultKind.OUTPUT,
+                                        f"telemetry {self.telemetry_path}: {exc.strerror or exc}")) from exc
+        if self.socket_path is not None:
+            from servoloop.controller.command_socket import CommandServer, socket_dir
 
-                self.server = CommandServer(self.socket_path, handler)
+            private = self.socket_path.parent == socket_dir()
+            try:
+                self.server = CommandServer(self.socket_path, handler, private_dir=private)
                 self.server.start()
-        except CommandError as exc:
-            raise FaultRaised(Fault(FaultKind.OUTPUT, f"command socket: {exc}")) from exc
-        except OSError as exc:
-            raise FaultRaised(Fault(FaultKind.OUTPUT,
-                                    f"telemetry {self.telemetry_path}: {exc.strerror or exc}")) from exc
+            except CommandError as exc:
+                raise FaultRaised(Fault(FaultKind.OUTPUT, f"command socket: {exc}")) from exc
+            except OSError as exc:
+                raise FaultRaised(Fault(FaultKind.OUTPUT, f"command socket {self.socket_path}: "
+                                                          f"{exc.strerror or exc}")) from exc
 
     def event(self, kind: str, message: str, tick: int, t_s: float, fault: Fault | None = None) -> None:
         """Queue a telemetry event (no-op without a telemetry file)."""

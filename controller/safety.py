@@ -1,8 +1,8 @@
-"""The safety stage of one tick: command clamping, measured limits, comm error window,
-late ticks, temperature and voltage.
+"""The safety stage of one tick: command clamping, the goal slew limit, measured limits,
+the comm-fault ladder, late ticks, temperature and voltage.
 
 Everything works in place on arrays allocated at construction.  The checks
-(:class:`CommMonitor`, :class:`LimitChecker`) return ``None`` when all is
+(:class:`~servoloop.controller.comm_policy.CommPolicy`, :class:`LimitChecker`) return ``None`` when all is
 well and a message naming the joint / servo and the value when it is not;
 :class:`SafetyStage` turns those into typed
 :class:`~servoloop.controller.faults.Fault` objects for the loop.
@@ -12,47 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from servoloop.controller.comm_policy import CommPolicy
 from servoloop.controller.faults import Fault, FaultKind
+from servoloop.controller.slew import SlewLimiter
 
-__all__ = ["CommMonitor", "LimitChecker", "SafetyStage"]
-
-
-class CommMonitor:
-    """Communication health over a sliding window of ticks.
-
-    Faults when more than ``rate`` of the last ``window`` ticks had a bus
-    error (Bit-Bots: 5 % of 200), or after ``max_consecutive`` failed ticks
-    in a row.  The window only judges once it is full, so one error on the
-    first tick is not a 100 % error rate.
-    """
-
-    def __init__(self, window: int = 200, rate: float = 0.05, max_consecutive: int = 5) -> None:
-        self.window = int(window)
-        self.rate = float(rate)
-        self.max_consecutive = int(max_consecutive)
-        self._ring = np.zeros(self.window, dtype=np.uint8)
-        self._i = 0
-        self.filled = 0
-        self.errors_in_window = 0
-        self.consecutive = 0
-        self._limit = int(np.floor(self.rate * self.window))
-
-    def record(self, ok: bool) -> str | None:
-        """Record one tick's outcome; a fault message or None."""
-        bad = 0 if ok else 1
-        i = self._i
-        self.errors_in_window += bad - int(self._ring[i])
-        self._ring[i] = bad
-        self._i = i + 1 if i + 1 < self.window else 0
-        if self.filled < self.window:
-            self.filled += 1
-        self.consecutive = 0 if ok else self.consecutive + 1
-        if self.consecutive >= self.max_consecutive:
-            return f"{self.consecutive} consecutive ticks with bus errors (safety.max_consecutive_comm_errors)"
-        if self.filled == self.window and self.errors_in_window > self._limit:
-            return (f"bus error rate {self.errors_in_window}/{self.window} ticks exceeds "
-                    f"{self.rate:.1%} (safety.comm_error_rate)")
-        return None
+__all__ = ["LimitChecker", "SafetyStage"]
 
 
 class LimitChecker:
@@ -155,19 +119,26 @@ class SafetyStage:
     safety : SafetyConfig
     joint_names, servo_ids : sequences (n), config order
     lower, upper : (n,) joint limits, rad
+    max_velocity : (n,) rad/s goal slew limit per joint (``slew.joint_max_velocity``)
+    rate_hz : float, loop rate
+    event : callable(kind, message), the daemon's event log
 
     Attributes
     ----------
     limits : LimitChecker (clamping the command, measured positions, monitor ranges)
-    comm : CommMonitor (bus errors over a window of ticks)
+    slew : SlewLimiter (the goal's speed / acceleration, from the goal written last tick)
+    comm : CommPolicy (per-servo comm errors, the ok -> warn -> hold -> timeout ladder)
     consecutive_missed : int, late ticks in a row
     """
 
-    def __init__(self, safety, joint_names, servo_ids, lower, upper) -> None:
+    def __init__(self, safety, joint_names, servo_ids, lower, upper, max_velocity=None,
+                 rate_hz: float = 1000.0, event=None) -> None:
         self.cfg = safety
+        n = len(tuple(servo_ids))
         self.limits = LimitChecker(joint_names, servo_ids, lower, upper, safety.position_margin)
-        self.comm = CommMonitor(safety.comm_error_window, safety.comm_error_rate,
-                                safety.max_consecutive_comm_errors)
+        vmax = np.full(n, np.inf) if max_velocity is None else max_velocity
+        self.slew = SlewLimiter(vmax, safety.max_acceleration, 1.0 / rate_hz)
+        self.comm = CommPolicy(servo_ids, joint_names, safety, rate_hz, event or (lambda kind, msg: None))
         self.consecutive_missed = 0
 
     def _at(self, kind: FaultKind, msg: str) -> Fault:
@@ -192,13 +163,24 @@ class SafetyStage:
         return None if msg is None else self._at(FaultKind.LIMIT, msg)
 
     def clamp(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out`` := ``goal`` clamped to the limits in force (NaN -> lower limit), rad."""
-        return self.limits.clamp(goal, out)
+        """``out`` := ``goal`` clamped to the limits in force (NaN -> the last written goal,
+        or the lower limit before any), then slew-limited from the last written goal, rad."""
+        lim = self.limits
+        lim.clamp(goal, out)
+        if self.slew.primed:
+            # a NaN goal (controller bug) holds the last written goal instead of heading for a limit
+            np.isnan(goal, out=lim._b1)
+            if lim._b1.any():
+                np.copyto(out, self.slew.last, where=lim._b1)
+        return self.slew.limit(out, out)
 
-    def record_comm(self, ok: bool) -> Fault | None:
-        """Record the tick's bus outcome; a fault when the comm window or run says so."""
-        msg = self.comm.record(ok)
-        return None if msg is None else Fault(FaultKind.COMM, msg)
+    def record_comm(self, ok: bool, failed: np.ndarray, now_ns: int) -> Fault | None:
+        """Record the tick's bus outcome (``failed``: (n,) bool per servo); a fault at comm timeout."""
+        msg = self.comm.record(ok, failed, now_ns)
+        if msg is None:
+            return None
+        k = self.comm.timeout_index
+        return Fault(FaultKind.COMM, msg, self.limits.servo_ids[k], self.limits.joint_names[k])
 
     def check_monitor(self, temperature, voltage) -> Fault | None:
         """Temperatures (degC) and input voltages (V), (n,) or None; a fault naming the servo."""

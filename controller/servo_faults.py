@@ -15,7 +15,11 @@ each failing servo of the tick's read, :class:`ServoFaultHandler`:
    ``safety.on_hardware_error: reboot`` and the servo has had fewer than
    ``safety.max_reboots`` reboots: then reboot it and restore what a reboot
    resets (operating mode, goal := present, torque on), start a fresh
-   deadline grid and count the ticks the reboot took as missed.
+   deadline grid and count the ticks the reboot took as missed; the loop's
+   goal for that joint then ramps back from the present position through the
+   slew limit (``on_restore``), never a step to the old goal.  With
+   ``safety.on_hardware_error: disable_servo`` only that servo's torque goes
+   off; it is left out of the comm judgement and the others keep running.
 """
 
 from __future__ import annotations
@@ -63,6 +67,10 @@ class ServoFaultHandler:
         self.tables: list = []
         self.readonly = False
         self.reboots: dict[int, int] = {}
+        self.disabled_ids: set[int] = set()
+        # set by the loop: on_restore(i, present_servo_rad, now_ns) after a reboot, on_disable(i)
+        self.on_restore = None
+        self.on_disable = None
 
     def bind(self, bus, tables, readonly: bool) -> None:
         """The open bus and each servo's control table (config order)."""
@@ -87,7 +95,7 @@ class ServoFaultHandler:
 
         failures = getattr(exc, "failures", None) or {getattr(exc, "servo_id", None): exc}
         for sid, e in failures.items():
-            if not isinstance(e, ServoStatusError):
+            if not isinstance(e, ServoStatusError) or sid in self.disabled_ids:
                 continue
             joint = self.joint_of(sid)
             hardware = isinstance(e, HardwareErrorStatus)
@@ -105,8 +113,27 @@ class ServoFaultHandler:
                     and self.reboots.get(sid, 0) < self.safety.max_reboots):
                 self.reboots[sid] = self.reboots.get(sid, 0) + 1
                 self.reboot_and_restore(sid, what)
+            elif self.safety.on_hardware_error == "disable_servo" and not self.readonly and sid in self.ids:
+                self.disable(sid, what)
             else:
                 raise FaultRaised(fault)
+
+    def disable(self, sid: int, why: str) -> None:
+        """Torque off servo ``sid`` alone; the loop goes on without it (``disable_servo``)."""
+        from servoloop.firmware_bridge.errors import BridgeError, HardwareErrorStatus
+
+        i = self.ids.index(sid)
+        self.disabled_ids.add(sid)
+        try:
+            self.bus.write(sid, "torque_enable", 0)
+        except HardwareErrorStatus:
+            pass  # the reply still carries the alert: the write was done
+        except BridgeError as exc:
+            log.error("servo %s: torque off after its hardware error failed: %s", sid, exc)
+        if self.on_disable is not None:
+            self.on_disable(i)
+        self.event("disable_servo", f"servo {sid} ({self.servos[i].joint}): torque off after {why}; "
+                                    "the other servos keep running")
 
     def _read_hardware_error(self, sid) -> str | None:
         try:
@@ -157,4 +184,6 @@ class ServoFaultHandler:
         lost = max(0, (now - rate.next_deadline_ns) // rate.period_ns + 1)
         rate.missed += int(lost)
         rate.start(now)
+        if self.on_restore is not None:  # the loop's goal restarts at present, then slews
+            self.on_restore(i, float(present), now)
         self.event("reboot", f"servo {sid} ({s.joint}): restored; {lost} ticks skipped")

@@ -6,6 +6,10 @@
       -> goal := present, written BEFORE torque on (no jump to a stale goal)
       -> torque on -> ramp: start pose -> via[0] -> ... -> the controller's first command
 
+Every goal, the ramp's included, then passes the safety stage's slew limit
+(:mod:`controller.slew`): a ramp shorter than the servos can follow is
+stretched to their speed rather than stepped.
+
 The ramp spends ``startup.ramp_s`` seconds in ``len(via) + 1`` equal
 segments, each a minimum-jerk interpolation (zero velocity and acceleration
 at the poses); the controller's feed-forward effort fades in over the whole
@@ -121,15 +125,34 @@ def hold_present_pose(loop, bus, ids, readonly: bool, startup_margin: float) -> 
     loop.goal[:] = state.position
     loop.cmd.effort[:] = 0.0
     loop.cmd.position[:] = state.position
+    # the slew limit starts from the goal written at torque on: the ramp, and
+    # every command after it, moves from here at most max_velocity * dt per tick
+    loop.safety.slew.reset(loop.goal)
     if readonly:
         return False
     try:
         limits.clamp(state.position, loop.goal)
+        loop.safety.slew.reset(loop.goal)
         loop.joint_map.to_servo(loop.goal, loop.cmd, state, loop.goal_servo, loop.current_servo)
         loop.current_servo[:] = 0.0  # no torque burst on current-mode servos either
         loop.write.send()
         for sid in ids:
-            bus.write(sid, "torque_enable", 1)
+            _write_retry(bus, sid, "torque_enable", 1, loop.errors)
     except BridgeError as exc:
         raise FaultRaised(Fault(FaultKind.STARTUP, f"startup: torque on failed: {exc}")) from exc
     return True
+
+
+def _write_retry(bus, sid: int, register: str, value, errors, tries: int = 3) -> None:
+    """One register write, again after a lost or corrupt reply (counted): a write of a value
+    is idempotent, and one dropped reply of a healthy bus must not fail the startup."""
+    from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
+
+    for attempt in range(tries):
+        try:
+            bus.write(sid, register, value)
+            return
+        except (BusTimeoutError, ChecksumError) as exc:
+            errors.count(exc)
+            if attempt == tries - 1:
+                raise

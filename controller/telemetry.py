@@ -144,8 +144,14 @@ class TelemetryWriter:
     flush_s : float, seconds between flushes
     """
 
-    def __init__(self, path, ring: TelemetryRing, header: dict, flush_s: float = 0.25) -> None:
+    def __init__(self, path, ring: TelemetryRing, header: dict, flush_s: float = 0.25,
+                 max_mb: float | None = None, max_files: int = 4) -> None:
         self.path = Path(path)
+        self.first_path = self.path
+        self.max_bytes = None if max_mb is None else int(max_mb * 1e6)
+        self.max_files = int(max_files)
+        self.part = 1
+        self.part_bytes = 0
         self.ring = ring
         self.flush_s = float(flush_s)
         self.header = dict(header)
@@ -175,9 +181,37 @@ class TelemetryWriter:
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self._write(MAGIC + encode_json(b"HEAD", self.header))
+        self._open_part()
         self._thread.start()
+
+    def _open_part(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.part_bytes = 0
+        head = encode_json(b"HEAD", dict(self.header, part=self.part, first_row=self.written))
+        # the header twice: one flipped byte in it must not cost the whole log (the
+        # reader skips a chunk that fails its CRC and finds the copy)
+        self._write(MAGIC + head + head)
+
+    def part_path(self, k: int) -> Path:
+        """File of part ``k`` (1: the path given, k > 1: ``STEM.partK.sltl``)."""
+        p = self.first_path
+        return p if k == 1 else p.with_name(f"{p.stem}.part{k}{p.suffix}")
+
+    def _rotate(self) -> None:
+        """Past ``max_mb``: close this part, start the next, keep the last ``max_files`` parts."""
+        nxt = self.part_path(self.part + 1)
+        self._write(encode_json(b"EVNT", {"tick": -1, "t_s": float("nan"), "kind": "telemetry",
+                                          "message": f"size cap logging.max_mb reached: continued in {nxt}"}))
+        os.close(self._fd)
+        self.part += 1
+        self.path = nxt
+        self._open_part()
+        old = self.part - self.max_files
+        if old >= 1:
+            try:
+                self.part_path(old).unlink()
+            except OSError:
+                pass
 
     def close(self, summary: dict | None = None) -> None:
         """Flush everything, append the STOP chunk (the summary) and close; never raises."""
@@ -204,6 +238,7 @@ class TelemetryWriter:
             n = os.write(self._fd, view)
             view = view[n:]
         self.bytes_written += len(data)
+        self.part_bytes += len(data)
 
     def _writev(self, parts: list) -> None:
         total = sum(len(p) for p in parts)
@@ -213,6 +248,7 @@ class TelemetryWriter:
             while view:
                 view = view[os.write(self._fd, view):]
         self.bytes_written += total
+        self.part_bytes += total
 
     def _run(self) -> None:
         while not self._stop.wait(self.flush_s):
@@ -240,5 +276,7 @@ class TelemetryWriter:
         while self.written < head:
             i0 = self.written % cap
             count = min(head - self.written, cap - i0)
+            if self.max_bytes is not None and self.part_bytes >= self.max_bytes:
+                self._rotate()  # before rows, not after: the last part is never empty
             self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
             self.written += count

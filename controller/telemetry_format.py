@@ -11,6 +11,14 @@
            | b"EVNT"  JSON: {"tick", "t_s", "kind", "message"}
            | b"STOP"  JSON: the run summary (only after a clean end)
 
+The HEAD chunk is written twice, so one damaged byte in it costs nothing.
+A chunk whose length runs past the end of the file while another chunk
+follows is damaged, not truncated: the reader resynchronises.  Chunks whose
+checksum is right but whose content is not (a crafted or foreign file) are
+reported in ``problems`` and skipped; only a file with no usable HEAD is an
+error.  Past ``logging.max_mb`` the writer continues in ``NAME.partK.sltl``
+(each part a whole file with its header).
+
 Every chunk is written whole with one ``write`` by the telemetry thread, so
 a crash or SIGKILL loses only rows not yet flushed (at most
 ``logging.flush_s``) and at worst leaves a truncated last chunk, which the
@@ -113,6 +121,17 @@ class Telemetry:
             raise KeyError(f"no telemetry column {name!r}; columns: {', '.join(self.columns)}") from None
 
 
+def _rows_of(payload: bytes):
+    """``(first_row, rows)`` of a ROWS payload, or a message saying why it is not one."""
+    if len(payload) < _ROWS.size:
+        return f"ROWS chunk of {len(payload)} bytes is shorter than its {_ROWS.size}-byte header"
+    first, nrows, ncols = _ROWS.unpack_from(payload, 0)
+    if ncols == 0 or len(payload) - _ROWS.size != 8 * nrows * ncols:
+        return (f"ROWS chunk says {nrows} x {ncols} values but holds "
+                f"{(len(payload) - _ROWS.size) / 8:g}")
+    return first, np.frombuffer(payload, dtype="<f8", offset=_ROWS.size).reshape(nrows, ncols)
+
+
 def read_telemetry(path: str | Path) -> Telemetry:
     """Decode a ``.sltl`` file, tolerating a truncated last chunk.
 
@@ -154,6 +173,12 @@ def read_telemetry(path: str | Path) -> Telemetry:
             continue
         body_at = pos + _HDR.size
         if body_at + length > end:
+            nxt = buf.find(SYNC, pos + 1)
+            if nxt >= 0:  # a chunk follows: this one's length field is damaged, not the file cut
+                problems.append(f"byte {pos}: {kind.decode()} chunk length {length} runs past the end "
+                                f"of the file; resynchronised at {nxt}")
+                pos = nxt
+                continue
             problems.append(
                 f"byte {pos}: truncated last {kind.decode()} chunk ({end - body_at} of {length} bytes)"
             )
@@ -167,25 +192,40 @@ def read_telemetry(path: str | Path) -> Telemetry:
                 break
             pos = nxt
             continue
+        at = pos
         pos = body_at + length
         if kind == b"ROWS":
-            first, nrows, ncols = _ROWS.unpack_from(payload, 0)
-            rows = np.frombuffer(payload, dtype="<f8", offset=_ROWS.size).reshape(nrows, ncols)
+            rows = _rows_of(payload)
+            if isinstance(rows, str):
+                problems.append(f"byte {at}: {rows}; skipped")
+                continue
+            first, rows = rows
+            ncols = rows.shape[1]
             if header is not None and ncols != len(header["columns"]):
-                problems.append(f"byte {pos}: ROWS chunk has {ncols} columns, header {len(header['columns'])}")
+                problems.append(f"byte {at}: ROWS chunk has {ncols} columns, header {len(header['columns'])}")
                 continue
             if next_row is not None and first > next_row:
                 gaps += first - next_row
-            next_row = first + nrows
+            next_row = first + rows.shape[0]
             blocks.append(rows)
         else:
             try:
                 obj = json.loads(payload)
             except ValueError:
-                problems.append(f"byte {pos}: {kind.decode()} chunk is not JSON; skipped")
+                problems.append(f"byte {at}: {kind.decode()} chunk is not JSON; skipped")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"byte {at}: {kind.decode()} chunk is not a JSON object; skipped")
                 continue
             if kind == b"HEAD":
-                header = obj
+                cols = obj.get("columns")
+                if not (isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols)):
+                    problems.append(f"byte {at}: HEAD chunk has no list of column names; skipped")
+                    continue
+                if header is None:
+                    header = obj
+                elif obj.get("columns") != header["columns"]:
+                    problems.append(f"byte {at}: a second HEAD chunk with other columns; skipped")
             elif kind == b"EVNT":
                 events.append(obj)
             else:
@@ -193,6 +233,10 @@ def read_telemetry(path: str | Path) -> Telemetry:
     if header is None:
         raise TelemetryFormatError("no readable HEAD chunk", path, len(MAGIC))
     ncols = len(header["columns"])
-    data = np.concatenate(blocks) if blocks else np.zeros((0, ncols))
+    kept = [b for b in blocks if b.shape[1] == ncols]  # rows read before the header: judged now
+    if len(kept) < len(blocks):
+        problems.append(f"{len(blocks) - len(kept)} ROWS chunks before the header do not have its "
+                        f"{ncols} columns; skipped")
+    data = np.concatenate(kept) if kept else np.zeros((0, ncols))
     return Telemetry(header, list(header["columns"]), data.astype(float, copy=False),
                      events, summary, problems, truncated, gaps)

@@ -246,59 +246,62 @@ def test_lockstep_run_is_bit_identical(tmp_path):
 # faults
 
 
-def test_dropped_replies_count_skip_write_then_fault(tmp_path):
-    cfg = short_config(safety={"max_consecutive_comm_errors": 2})
+def test_dropped_replies_count_skip_write_hold_then_timeout(tmp_path):
+    cfg = short_config(safety={"comm_timeout_s": 0.2})
     rig = LockstepRig(cfg, faults="drop:id=3:at=0.08", telemetry_path=tmp_path / "d.sltl")
     try:
         s = run_rig(rig, 1.0)
     finally:
         rig.close()
-    assert s["state"] == "fault" and "2 consecutive" in s["faults"][0]
-    assert s["fault_details"][0]["kind"] == "comm"
+    assert s["state"] == "fault" and "servo 3" in s["faults"][0] and "comm_timeout_s" in s["faults"][0]
+    assert s["fault_details"][0]["kind"] == "comm" and s["fault_details"][0]["servo"] == 3
     assert set(s["bus_errors"]) == {"timeout"}  # the tick reads (and a monitor read) of servo 3
+    assert s["comm"]["errors_per_servo"].keys() == {3}
     tel = read_telemetry(tmp_path / "d.sltl")
     ok = tel.column("read_ok")
     first_bad = int(tel.column("tick")[np.argmax(ok == 0)])
-    assert fault_row(tel) - first_bad <= 1
+    # the ladder: hold after comm_hold_s, the fault at comm_timeout_s (+ one tick at most)
+    kinds = [e["kind"] for e in tel.events]
+    assert kinds.index("comm_hold") < kinds.index("fault")
+    assert 0.2 / PERIOD - 1 <= fault_row(tel) - first_bad <= 0.2 / PERIOD + 1
     # the failed tick wrote nothing: no sync write at its time
     t_bad = first_bad * PERIOD
     at_bad = [p.instruction for t, p in rig.instructions() if abs(t - t_bad) < 1e-9]
     assert P.Instruction.SYNC_READ in at_bad and P.Instruction.SYNC_WRITE not in at_bad
-    # the fault path turned every servo off
+    # the fault path turned every servo off (comm_timeout_action torque_off, the default)
     assert not any(rig.servo(sv.id).torque_enabled for sv in cfg.servos)
 
 
 def test_corrupt_replies_are_counted_as_checksum_errors(tmp_path):
-    cfg = short_config(safety={"max_consecutive_comm_errors": 2})
+    cfg = short_config(safety={"comm_timeout_s": 0.1})
     rig = LockstepRig(cfg, faults="corrupt:id=5:at=0.08", telemetry_path=tmp_path / "c.sltl")
     try:
         s = run_rig(rig, 1.0)
     finally:
         rig.close()
-    assert s["state"] == "fault"
+    assert s["state"] == "fault" and "servo 5" in s["faults"][0]
     # a flipped length byte reads as a short (timed-out) reply, the others fail their CRC
     assert s["bus_errors"].get("checksum", 0) >= 1
     tel = read_telemetry(tmp_path / "c.sltl")
     first_bad = int(tel.column("tick")[np.argmax(tel.column("read_ok") == 0)])
-    assert fault_row(tel) - first_bad <= 1
+    assert fault_row(tel) - first_bad <= 0.1 / PERIOD + 1
 
 
-def test_error_rate_window_faults_on_the_crossing_tick(tmp_path):
-    cfg = short_config(safety={"max_consecutive_comm_errors": 50, "comm_error_window": 100,
-                               "comm_error_rate": 0.05})
+def test_scattered_errors_warn_but_never_fault(tmp_path):
+    # 20 % of servo 2's replies lost for 2 s: far above the warn rate, never a timeout
+    cfg = short_config()
     rig = LockstepRig(cfg, faults="drop:id=2:p=0.2", telemetry_path=tmp_path / "w.sltl")
     try:
         s = run_rig(rig, 2.0)
     finally:
         rig.close()
-    assert s["state"] == "fault" and "error rate" in s["faults"][0]
+    assert s["state"] == "done" and not s["faults"], s["faults"]
     tel = read_telemetry(tmp_path / "w.sltl")
-    bad = (tel.column("read_ok") == 0).astype(int)
-    ticks = tel.column("tick").astype(int)
-    # the first tick where the last 100 ticks hold more than 5 errors (window full)
-    csum = np.cumsum(bad)
-    crossing = next(i for i in range(99, len(bad)) if csum[i] - (csum[i - 100] if i >= 100 else 0) > 5)
-    assert fault_row(tel) == ticks[crossing]
+    failed = int((tel.column("read_ok") == 0).sum())
+    assert failed > 200 and s["comm"]["errors_per_servo"] == {2: failed}
+    warn = [e for e in tel.events if e["kind"] == "comm_warn"]
+    assert warn and "{2: " in warn[0]["message"]
+    assert any(w.startswith("comm:") for w in s["warnings"])
 
 
 def test_hardware_error_faults_on_the_same_tick(tmp_path):

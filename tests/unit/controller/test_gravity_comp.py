@@ -78,8 +78,10 @@ def test_daemon_offsets_position_servo_goals_by_tau_over_stiffness():
     d.cmd.effort[:] = [0.0, 0.8, -0.4, 0.0, 0.0, 0.0]
     d.loop.actuate()
     np.testing.assert_allclose(d.goal, [0.1, 0.3, 0.0, 0.1, 0.1, 0.1])
-    # clamped to the joint limits after the offset
+    # clamped to the joint limits after the offset (the slew limit, tested in
+    # test_safety_checks, is started afresh so that it does not hide the clamp)
     d.cmd.effort[:] = [0.0, 100.0, 0.0, 0.0, 0.0, 0.0]
+    d.loop.safety.slew.primed = False
     d.loop.actuate()
     assert d.goal[1] == cfg.servos[1].max
 

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -24,7 +25,8 @@ def test_defaults_fill_missing_sections(tmp_path):
     assert cfg.loop.rate_hz == 1000.0
     assert cfg.bus.protocol == 2 and cfg.bus.port is None
     assert cfg.shutdown.mode == "torque_off"
-    assert cfg.safety.comm_error_window == 200 and cfg.safety.comm_error_rate == 0.05
+    assert cfg.safety.comm_timeout_s == 0.5 and cfg.safety.comm_timeout_action == "torque_off"
+    assert cfg.safety.bus_watchdog_s == 0.1 and cfg.safety.max_velocity is None
     assert cfg.servos[1].direction == -1 and cfg.servos[1].offset == 0.1
     assert cfg.joint_names == ("a", "b")
     assert cfg.source == str(tmp_path / "robot.yaml")
@@ -59,7 +61,11 @@ def test_unknown_servo_key_names_index(tmp_path):
     ({"loop": {"rate_hz": 0}}, "loop.rate_hz"),
     ({"bus": {"protocol": 3}}, "bus.protocol"),
     ({"shutdown": {"mode": "explode"}}, "shutdown.mode"),
-    ({"safety": {"comm_error_rate": 1.5}}, "safety.comm_error_rate"),
+    ({"safety": {"comm_warn_rate": 1.5}}, "safety.comm_warn_rate"),
+    ({"safety": {"comm_timeout_s": 0}}, "safety.comm_timeout_s"),
+    ({"safety": {"comm_timeout_action": "explode"}}, "safety.comm_timeout_action"),
+    ({"safety": {"max_velocity": -1.0}}, "safety.max_velocity"),
+    ({"logging": {"max_mb": 0}}, "logging.max_mb"),
     ({"bus": {"baud": True}}, "bus.baud"),
 ])
 def test_bad_values_name_the_key(tmp_path, patch, key):
@@ -143,3 +149,50 @@ def test_startup_via_with_an_unknown_joint_fails_before_torque_on():
     cfg = replace(cfg, startup=replace(cfg.startup, via=({"lf_ankle": 0.1},)))
     with pytest.raises(ControllerError, match="startup.via\\[0\\].*lf_ankle"):
         Daemon(cfg, bus=None, clock=None, telemetry_path=None, socket_path=None)
+
+
+@pytest.mark.parametrize("old", ["comm_error_window", "comm_error_rate", "max_consecutive_comm_errors"])
+def test_removed_comm_keys_name_their_replacement(tmp_path, old):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, {"servos": SERVOS, "safety": {old: 5}}))
+    msg = str(e.value)
+    assert f"safety.{old}" in msg and "no longer supported" in msg and "comm_" in msg.split("use", 1)[1]
+
+
+def test_unknown_servo_model_names_file_line_and_known_models(tmp_path):
+    text = ("robot: r\n"
+            "servos:\n"
+            "  - {id: 1, model: XM430-W350, joint: a}\n"
+            "  - id: 2\n"
+            "    joint: b\n"
+            "    model: XM999-BOGUS\n")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    msg = str(e.value)
+    assert str(path) in msg and "line 6" in msg and "XM999-BOGUS" in msg
+    assert "XM430-W350" in msg.split("known models", 1)[1] and "servos[1].model" in msg
+
+
+def test_unknown_servo_model_via_cli_is_rc2_without_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    # safe_dump sorts keys: servos: / - id / joint / model -> model on line 4
+    path = write(tmp_path, {"servos": [{"id": 1, "model": "NOPE-1", "joint": "a"}]})
+    r = subprocess.run([sys.executable, "-m", "servoloop", "run", "--config", str(path), "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "NOPE-1" in r.stderr and "line 4" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_servo_max_velocity_override(tmp_path):
+    from servoloop.controller.slew import joint_max_velocity
+    from servoloop.firmware_bridge.control_table import get_table
+
+    servos = [dict(SERVOS[0], max_velocity=2.0), SERVOS[1]]
+    cfg = load_config(write(tmp_path, {"servos": servos}))
+    v = joint_max_velocity(cfg.servos, cfg.safety)
+    assert v[0] == 2.0 and v[1] == pytest.approx(get_table("XM430-W350").datasheet.no_load_speed_rad_s)
+    cfg = load_config(write(tmp_path, {"servos": servos, "safety": {"max_velocity": 1.5}}))
+    np.testing.assert_array_equal(joint_max_velocity(cfg.servos, cfg.safety), [2.0, 1.5])

@@ -1,32 +1,118 @@
-"""Safety: comm error window, consecutive errors, clamping, measured limits."""
+"""Safety: the comm-fault ladder, the goal slew limit, clamping, measured limits."""
+
+from dataclasses import replace
 
 import numpy as np
+import pytest
 
+from servoloop.controller.comm_policy import CommPolicy
+from servoloop.controller.config import SafetyConfig
 from servoloop.controller.loop_stats import JitterStats
-from servoloop.controller.safety import CommMonitor, LimitChecker
+from servoloop.controller.safety import LimitChecker, SafetyStage
+from servoloop.controller.slew import SlewLimiter
+
+SAFETY = SafetyConfig()
 
 
-def test_window_rate_fault_only_past_threshold():
-    m = CommMonitor(window=200, rate=0.05, max_consecutive=100)
-    pattern = [True] * 19 + [False]  # 5 % errors exactly: 10 in 200, allowed
-    msgs = [m.record(ok) for _ in range(20) for ok in pattern]
-    assert all(x is None for x in msgs) and m.errors_in_window == 10
-    # one more error inside the window -> 11/200 > 5 %
-    assert m.record(False) is not None
+def policy(events, **kw):
+    return CommPolicy([1, 2, 3], ["a", "b", "c"], replace(SAFETY, **kw), 1000.0,
+                      lambda kind, msg: events.append((kind, msg)))
 
 
-def test_window_must_be_full_before_judging_rate():
-    m = CommMonitor(window=200, rate=0.05, max_consecutive=5)
-    assert m.record(False) is None  # 1/1 is not "100 %" yet
+def test_comm_ladder_warn_hold_recover_then_timeout_in_seconds():
+    ev = []
+    p = policy(ev, comm_timeout_s=0.5, comm_hold_s=0.05, comm_window_s=1.0, comm_warn_rate=0.01)
+    ms = 1_000_000
+    p.start(0)
+    ok = np.zeros(3, dtype=bool)
+    bad2 = np.array([False, True, False])
+    t = 0
+    for k in range(1000):  # 2 % of ticks lose servo 2: warn, never more
+        t += ms
+        assert p.record(k % 50 != 0, bad2 if k % 50 == 0 else ok, t) is None
+    assert p.level_name == "warn" and [e[0] for e in ev] == ["comm_warn"]
+    assert p.errors.tolist() == [0, 20, 0] and p.error_counts() == {2: 20}
+    # 60 ms without servo 2: hold after 50 ms, then the bus comes back by itself
+    for _ in range(60):
+        t += ms
+        assert p.record(False, bad2, t) is None
+    assert p.level_name == "hold" and ev[-1][0] == "comm_hold"
+    t += ms
+    assert p.record(True, ok, t) is None
+    assert p.level_name == "warn" and ev[-1][0] == "comm_recovered"
+    # silent for comm_timeout_s: the fault names the servo, on the tick that reaches it
+    t0 = t
+    msg = None
+    while msg is None:
+        t += ms
+        msg = p.record(False, bad2, t)
+    assert t - t0 == 500 * ms and "servo 2 (b)" in msg and "comm_timeout_s" in msg
+    assert p.level_name == "timeout" and p.timeout_index == 1
 
 
-def test_consecutive_errors_fault():
-    m = CommMonitor(window=200, rate=1.0, max_consecutive=3)
-    assert m.record(False) is None and m.record(False) is None
-    assert "3 consecutive" in m.record(False)
-    m2 = CommMonitor(window=200, rate=1.0, max_consecutive=3)
-    m2.record(False), m2.record(False), m2.record(True)
-    assert m2.record(False) is None
+def test_comm_policy_counts_time_not_ticks():
+    # a 120 ms host stall seen as 5 failed ticks far apart: time decides, so no hold at
+    # 5 ticks and no timeout before 0.5 s of silence whatever the tick count
+    ev = []
+    p = policy(ev)
+    p.start(0)
+    bad = np.ones(3, dtype=bool)
+    assert all(p.record(False, bad, k * 24_000_000) is None for k in range(1, 6))
+    assert p.level_name == "hold"  # 120 ms > comm_hold_s
+    assert p.record(False, bad, 500_000_000) is not None
+
+
+def test_disabled_servo_does_not_count():
+    ev = []
+    p = policy(ev, comm_timeout_s=0.01, comm_hold_s=0.005)
+    p.start(0)
+    p.disable(2)
+    only3 = np.array([False, False, True])
+    assert all(p.record(False, only3, k * 1_000_000) is None for k in range(1, 100))
+    assert p.level_name == "ok" and p.errors.sum() == 0
+
+
+def test_slew_limit_bounds_every_step_and_continues_after_a_stall():
+    vmax = np.array([2.0, 5.0])
+    s = SlewLimiter(vmax, None, 1e-3)
+    s.reset(np.zeros(2))
+    out = np.zeros(2)
+    prev = out.copy()
+    for _ in range(400):
+        s.limit(np.array([1.4, -1.4]), out)  # a set_goal 1.4 rad away
+        assert np.all(np.abs(out - prev) <= vmax * 1e-3 + 1e-12)
+        prev = out.copy()
+    np.testing.assert_allclose(out, [0.8, -1.4])  # joint 0 still on its way at 2 rad/s
+    # after a "stall" (no call for 50 ticks) the next goal is one step on, not 50
+    s.limit(np.array([1.4, -1.4]), out)
+    assert out[0] - prev[0] == pytest.approx(2e-3)
+    # a joint reset to its present (servo reboot) ramps from there
+    s.reset_joint(0, 0.3)
+    s.limit(np.array([1.4, -1.4]), out)
+    assert out[0] == pytest.approx(0.302)
+
+
+def test_slew_acceleration_limit_ramps_speed_and_stops_at_target():
+    s = SlewLimiter(np.array([4.0]), 100.0, 1e-3)
+    s.reset(np.zeros(1))
+    out = np.zeros(1)
+    steps = []
+    prev = 0.0
+    for _ in range(2000):
+        s.limit(np.array([1.0]), out)
+        steps.append(out[0] - prev)
+        prev = out[0]
+    d = np.diff(np.r_[0.0, steps])
+    assert np.abs(steps).max() <= 4e-3 + 1e-12 and np.abs(d).max() <= 100.0 * 1e-6 + 1e-12
+    assert out[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_safety_stage_nan_goal_holds_the_written_goal():
+    st = SafetyStage(SAFETY, ["a", "b"], [1, 2], [-1, -1], [1, 1], np.array([1.0, 1.0]), 1000.0)
+    st.slew.reset(np.array([0.5, 0.2]))
+    out = np.zeros(2)
+    st.clamp(np.array([np.nan, 0.2]), out)
+    np.testing.assert_array_equal(out, [0.5, 0.2])
 
 
 def test_clamp_and_nan():

@@ -158,3 +158,71 @@ def test_encode_json_chunk_is_self_describing():
     assert c.startswith(SYNC + b"EVNT")
     with pytest.raises(ValueError):
         encode_json(b"NOPE", {})
+
+
+def _head_span(buf: bytes) -> tuple[int, int]:
+    """(start, end) bytes of the first HEAD chunk."""
+    import struct
+
+    start = len(MAGIC)
+    _sync, kind, length, _crc = struct.unpack_from("<4s4sII", buf, start)
+    assert kind == b"HEAD"
+    return start, start + 16 + length
+
+
+@pytest.mark.parametrize("where", ["payload", "length", "kind"])
+def test_one_flipped_byte_in_the_header_loses_nothing(tmp_path, where):
+    p = make_file(tmp_path)
+    clean = read_telemetry(p)
+    buf = bytearray(p.read_bytes())
+    start, end = _head_span(bytes(buf))
+    at = {"payload": (start + end) // 2, "length": start + 10, "kind": start + 5}[where]
+    buf[at] ^= 0x5A
+    p.write_bytes(bytes(buf))
+    tel = read_telemetry(p)
+    assert tel.problems  # reported ...
+    assert tel.data.shape == clean.data.shape and np.array_equal(tel.data, clean.data)  # ... nothing lost
+    assert tel.summary == {"ticks": 100} and len(tel.events) == len(clean.events)
+
+
+def test_crafted_chunks_with_valid_checksums_are_problems_not_tracebacks(tmp_path):
+    from servoloop.controller.telemetry_format import encode_chunk
+
+    p = make_file(tmp_path)
+    good = p.read_bytes()
+    crafted = [
+        encode_chunk(b"ROWS", b"\x00" * 5),                                   # shorter than its header
+        encode_chunk(b"ROWS", (0).to_bytes(8, "little") + (1000).to_bytes(4, "little")
+                     + (3).to_bytes(4, "little") + b"\x00" * 16),             # says 3000 values, holds 2
+        encode_json(b"EVNT", [1, 2]),                                          # not an object
+        encode_json(b"HEAD", {"columns": 7}),                                  # no column names
+        encode_json(b"STOP", "x"),
+    ]
+    p.write_bytes(good + b"".join(crafted))
+    tel = read_telemetry(p)
+    assert len(tel.problems) == len(crafted) and tel.data.shape[0] == 100
+    # a file whose only header is crafted: one clear error naming the file
+    bad = tmp_path / "bad.sltl"
+    bad.write_bytes(MAGIC + encode_json(b"HEAD", {"columns": "nope"}) + crafted[1])
+    with pytest.raises(TelemetryFormatError, match="no readable HEAD"):
+        read_telemetry(bad)
+
+
+def test_size_cap_rotates_into_parts_and_keeps_the_last_ones(tmp_path):
+    ring = TelemetryRing(JOINTS, 256)
+    row_bytes = 8 * len(ring.columns)
+    w = TelemetryWriter(tmp_path / "t.sltl", ring, {"robot": "r", "rate_hz": 100.0, "joint_names": JOINTS},
+                        flush_s=10.0, max_mb=200 * row_bytes / 1e6, max_files=2)
+    w.start()
+    for k0 in range(0, 1000, 100):
+        fill(ring, k0, k0 + 100)
+        w.flush()
+    w.close({"ticks": 1000})
+    parts = sorted(tmp_path.glob("t*.sltl"))
+    assert w.part >= 4 and len(parts) == 2  # capped: only the last max_files parts stay
+    assert all(q.stat().st_size < 300 * row_bytes for q in parts)
+    last = read_telemetry(w.path)
+    assert last.summary == {"ticks": 1000} and last.header["part"] == w.part
+    assert last.column("tick")[-1] == 999 and not last.problems
+    first_kept = read_telemetry(w.part_path(w.part - 1))
+    assert any("continued in" in e["message"] for e in first_kept.events)

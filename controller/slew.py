@@ -1,0 +1,120 @@
+"""Goal slew limit: no goal written to a servo moves faster than the servo can.
+
+The limit works on the goal *written last tick*, not on time: each written
+goal is at most ``max_velocity * dt`` (rad, ``dt`` the nominal period) from
+the previous written one, whatever the controller asked for and however
+long the host stalled in between.  So a socket goal 1.4 rad away, a looping
+trajectory that jumps back to its start, a reboot that left the servo far
+from its old goal, or a 50 ms host stall all become a ramp at the servo's
+speed instead of a step that drives it into stall torque (issue 10).
+
+With ``max_acceleration`` the per-tick velocity also changes by at most
+``max_acceleration * dt`` and brakes in time to stop at the target
+(a trapezoidal profile toward a moving target).
+
+Default ``max_velocity``: the servo model's datasheet no-load speed (the
+fastest the servo can turn unloaded); a joint's goal moving faster than that
+only means a following error the servo fights at stall torque.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SlewLimiter", "joint_max_velocity"]
+
+
+def joint_max_velocity(servos, safety) -> np.ndarray:
+    """Per-joint goal speed limit (rad/s), config order.
+
+    ``servos[].max_velocity`` wins, then ``safety.max_velocity``, then the
+    datasheet no-load speed of the servo model (inf when the table has none).
+    """
+    from servoloop.firmware_bridge.control_table import get_table
+
+    out = np.full(len(servos), np.inf)
+    for i, s in enumerate(servos):
+        v = getattr(s, "max_velocity", None)
+        if v is None:
+            v = safety.max_velocity
+        if v is None:
+            ds = get_table(s.model).datasheet
+            v = ds.no_load_speed_rad_s if ds is not None else np.inf
+        out[i] = float(v)
+    return out
+
+
+class SlewLimiter:
+    """Rate (and optional acceleration) limit on the joint goal, in place.
+
+    Parameters
+    ----------
+    max_velocity : (n,) rad/s per joint
+    max_acceleration : rad/s^2 or None (no acceleration limit)
+    dt : s, the loop's nominal period
+
+    Attributes
+    ----------
+    last : (n,) rad, the goal of the last :meth:`limit` (what was written)
+    primed : bool, ``last`` holds a goal (after :meth:`reset`)
+    held : (n,) bool, joints whose goal stays at ``last`` (a disabled servo)
+    """
+
+    def __init__(self, max_velocity, max_acceleration: float | None, dt: float) -> None:
+        self.max_velocity = np.asarray(max_velocity, dtype=float).copy()
+        n = self.max_velocity.shape[0]
+        self.dt = float(dt)
+        self.max_step = self.max_velocity * self.dt  # rad per tick
+        self.max_acceleration = None if max_acceleration is None else float(max_acceleration)
+        self.dv = None if max_acceleration is None else float(max_acceleration) * self.dt * self.dt
+        self.last = np.zeros(n)
+        self.step = np.zeros(n)  # rad/tick of the last limit (the acceleration limit's state)
+        self.held = np.zeros(n, dtype=bool)
+        self.primed = False
+        self._err = np.zeros(n)
+        self._tmp = np.zeros(n)
+
+    def reset(self, q: np.ndarray) -> None:
+        """Start from goal ``q`` (rad), at rest: the goal written at torque on."""
+        self.last[:] = q
+        self.step[:] = 0.0
+        self.primed = True
+
+    def reset_joint(self, i: int, q: float) -> None:
+        """Joint ``i`` starts again from ``q`` (rad) at rest (a servo rebooted: goal := present)."""
+        self.last[i] = q
+        self.step[i] = 0.0
+
+    def limit(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` := ``goal`` moved from :attr:`last` by at most the limits; ``last`` := ``out``.
+
+        ``goal`` and ``out`` may be the same array.  Not primed yet: ``goal``
+        passes unchanged and becomes :attr:`last`.
+        """
+        if not self.primed:
+            if out is not goal:
+                out[:] = goal
+            self.reset(out)
+            return out
+        err = self._err
+        np.subtract(goal, self.last, out=err)
+        if self.dv is None:
+            np.clip(err, -self.max_step, self.max_step, out=self.step)
+        else:
+            # braking: the step from which we still stop within |err| at max_acceleration
+            tmp = self._tmp
+            np.abs(err, out=tmp)
+            tmp *= 2.0 * self.dv
+            np.sqrt(tmp, out=tmp)
+            np.minimum(tmp, self.max_step, out=tmp)
+            np.clip(err, -tmp, tmp, out=err)
+            # accelerate at most dv from the previous step
+            np.subtract(self.step, self.dv, out=tmp)
+            np.maximum(err, tmp, out=err)
+            np.add(self.step, self.dv, out=tmp)
+            np.minimum(err, tmp, out=self.step)
+        if self.held.any():
+            self.step[self.held] = 0.0
+        np.add(self.last, self.step, out=out)
+        self.last[:] = out
+        return out
