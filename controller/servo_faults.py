@@ -175,6 +175,13 @@ class ServoFaultHandler:
             if s.mode != "current":
                 bus.write(sid, "goal_position", present)
             bus.write(sid, "torque_enable", 1)
+            # a reboot resets the Bus Watchdog to 0: arm it again for this servo
+            if "bus_watchdog" in self.tables[i].registers:
+                from servoloop.controller.bringup import watchdog_raw
+
+                raw = watchdog_raw(self.safety.bus_watchdog_s)
+                if raw:
+                    bus.write_raw(sid, "bus_watchdog", raw)
         except BridgeError as exc:
             raise FaultRaised(Fault(FaultKind.HARDWARE_ERROR, f"{why}; reboot of servo {sid} failed: {exc}",
                                     sid, s.joint)) from exc

@@ -150,3 +150,21 @@ def test_the_watchdog_stops_a_moving_servo_and_locks_its_goals_until_cleared():
     finally:
         bus.close()
         vb.close()
+
+
+def test_rearmed_after_a_reboot_recovery():
+    # a reboot resets the Bus Watchdog to 0 (e-Manual): the restored servo must be armed again
+    cfg = short_config("quadruped", safety={"on_hardware_error": "reboot"})
+    rig = LockstepRig(cfg, faults="hwerror:id=3:at=0.15:bits=overheat")
+    seen = []
+    hook_at(rig, 0.4, lambda: seen.append([s.mem[ADDR_BUS_WATCHDOG] for s in rig.virtual.engine.servos]))
+    try:
+        summary = rig.daemon.run(0.5)
+    finally:
+        rig.close()
+    assert summary["state"] == "done", summary["faults"]
+    kinds = [e["kind"] for e in summary.get("events", [])] if summary.get("events") else None
+    assert seen == [[5] * len(cfg.servos)], (seen, kinds)     # servo 3 too, after its reboot
+    ev = watchdog_events(rig)[3]
+    torque_on = [i for i, x in enumerate(ev) if x == ("torque", 1)]
+    assert len(torque_on) == 2 and ("watchdog", 5) in ev[torque_on[1]:]   # armed after the second torque on

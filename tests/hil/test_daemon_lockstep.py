@@ -47,7 +47,7 @@ def short_config(robot: str = "quadruped", **sections):
     """
     cfg = builtin_config(robot)
     cfg = replace(cfg, startup=replace(cfg.startup, ramp_s=0.05),
-                  simulation=replace(cfg.simulation, plant=None))
+                  simulation=replace(cfg.simulation, plant="independent"))
     for name, changes in sections.items():
         cfg = replace(cfg, **{name: replace(getattr(cfg, name), **changes)})
     return cfg
