@@ -56,7 +56,8 @@ def add_arguments(p) -> None:
                         "(default: the robot's; with --servos: any rate)")
     p.add_argument("--faults", metavar="SPEC", help="faults to inject (see below)")
     p.add_argument("--wire-timing", action="store_true",
-                   help="delay replies by their wire time at the baud rate plus Return Delay Time")
+                   help="delay replies by their wire time at the baud rate plus Return Delay Time; "
+                        "an instruction sent while replies are queued more than 50 ms ahead is not answered")
     p.add_argument("--realtime", action="store_true",
                    help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
                         "behind other processes; a warning and normal scheduling otherwise")

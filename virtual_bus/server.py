@@ -248,7 +248,9 @@ class PtyServer:
             if q and q[0][0] <= now:
                 self._send_due(now)
             return
-        baud = self.engine.bus_baud or self.engine.client_baud or 1_000_000
+        # the line runs at the rate the host wrote this chunk at (a servo answers only at its own
+        # rate, so a baud-change WRITE is answered at the old rate, the next packet at the new)
+        baud = self.engine.client_baud or self.engine.bus_baud or 1_000_000
         byte_s = 10.0 / baud
         arrived = now - self.latency_in_s
         t = max(arrived, self._bus_free)

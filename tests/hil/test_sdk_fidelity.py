@@ -233,9 +233,10 @@ def test_reboot_answers_then_is_silent_while_booting(virtual_bus, sdk_port, poll
     assert ok(ph.read1ByteTxRx(port, 1, XM["led"])) == 0               # RAM back to defaults
 
 
-def test_baud_change_then_quick_reopen_is_heard_at_the_old_rate(virtual_bus, sdk_port):
+@pytest.mark.parametrize("wire_timing", [False, True])
+def test_baud_change_then_quick_reopen_is_heard_at_the_old_rate(virtual_bus, sdk_port, wire_timing):
     """LeRobot / SDK style: write the Baud Rate register, reopen at the new rate at once, ping."""
-    port = sdk_port(virtual_bus(servos="1:XM430-W350", baud=1_000_000))
+    port = sdk_port(virtual_bus(servos="1:XM430-W350", baud=1_000_000, wire_timing=wire_timing))
     ph = dxl.PacketHandler(2.0)
     rates = {3: 1_000_000, 1: 57_600, 4: 2_000_000}
     now = 3
