@@ -266,6 +266,38 @@ class BusEngine:
             return self._proto.frame(rx)
         return self._frame_mixed(rx)
 
+    def feed_at(self, data: bytes, baud: int | None, prev_baud: int | None = None) -> list:
+        """:meth:`feed` bytes the host wrote at ``baud`` bits/s (its port's rate when they were read).
+
+        ``prev_baud``: the rate of the chunk before, when the host has changed
+        its rate since.  The pty cannot say when the host switched, and a host
+        that writes and reopens its port at once (a baud change) does it within
+        ~40 us, before the bytes can be read: then every packet in the chunk but
+        the last is taken at the old rate, the last one at the new rate.  (A
+        scanner switching rates sends one packet per chunk and is unaffected.)
+        Replies to the packets taken at the old rate go out at the old rate, to
+        a host that now listens at the new one: they are lost (line noise on
+        a real bus), not delivered.
+        """
+        if prev_baud is None or prev_baud == baud or not data:
+            self.set_client_baud(baud)
+            return self.feed(data)
+        rx = self._rx
+        rx += data
+        cut = rx.rfind(b"\xff\xff\xfd\x00" if self._proto is self._protos[2] and not self.mixed else b"\xff\xff")
+        out = []
+        if cut > 0:
+            tail = bytes(rx[cut:])
+            del rx[cut:]
+            self.set_client_baud(prev_baud)
+            out = self.feed(b"")
+            self.stats["wrong_rate_replies"] = self.stats.get("wrong_rate_replies", 0) + sum(
+                len(r) for _, r in out)
+            out = [(n, []) for n, _ in out]
+            rx += tail
+        self.set_client_baud(baud)
+        return out + self.feed(b"")
+
     def _frame_mixed(self, rx: bytearray) -> list:
         """Both protocols on one wire: FF FF FD 00 starts a Protocol 2.0 packet, any other FF FF a 1.0 one.
 

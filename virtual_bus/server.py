@@ -99,7 +99,8 @@ class PtyServer:
             self._packet_mode = True
         except OSError:
             self._packet_mode = False
-        self._rxq: deque = deque()         # (arrival time, host baud, bytes or None, packet-mode status)
+        # (arrival time, host baud, its baud at the look before, bytes or None, packet-mode status)
+        self._rxq: deque = deque()
         self._notify_r, self._notify_w = os.pipe()
         for fd in (self._notify_r, self._notify_w):
             os.set_blocking(fd, False)
@@ -151,8 +152,9 @@ class PtyServer:
         if end is not None:
             timeout = min(timeout, end - now)
         if self._queue and self._queue[0][0] - now < _SPIN_S:
-            while time.monotonic() < self._queue[0][0]:
-                pass
+            due = self._queue[0][0]
+            while time.monotonic() < due:
+                os.sched_yield()        # releases the GIL: the reader thread is not held up by the spin
             self._send_due(time.monotonic())
             return
         fds = [wake_r] if engine.unplugged else [self._notify_r, wake_r]
@@ -185,7 +187,7 @@ class PtyServer:
         """Answer the chunks the reader thread queued, each at the baud and time it arrived at."""
         engine, rxq = self.engine, self._rxq
         while rxq:
-            t, baud, data, status = rxq.popleft()
+            t, baud, prev, data, status = rxq.popleft()
             if data is None:
                 if status & _TIOCPKT_FLUSHREAD:
                     # the host flushed its input: it wants none of the replies still queued
@@ -196,20 +198,21 @@ class PtyServer:
                     self.stats["host_output_flushes"] += 1
                 continue
             self._last_rx = now
-            engine.set_client_baud(baud)
-            self._schedule(engine.feed(data), min(t, now))
+            self._schedule(engine.feed_at(data, baud, prev), min(t, now))
 
     def _read_loop(self) -> None:
         """Reader thread: drain the master the moment bytes arrive; note the host's baud and the time."""
         master, rxq, packet = self.master, self._rxq, self._packet_mode
+        seen = termios_baud(master)          # the host's rate at the last look (each wake, 5 ms idle)
         while not self._reader_stop:
             try:
-                ready, _, _ = select.select([master], [], [], 0.05)
+                ready, _, _ = select.select([master], [], [], 0.005)
             except (OSError, ValueError):
                 return
+            prev = seen
+            seen = baud = termios_baud(master)   # as early as possible: the rate the host wrote at
             if not ready:
                 continue
-            baud = termios_baud(master)      # as early as possible: the rate the host wrote at
             t = time.monotonic()
             try:
                 chunk = os.read(master, 65536)
@@ -221,9 +224,9 @@ class PtyServer:
                 continue
             if packet:
                 head, chunk = chunk[0], chunk[1:]
-                rxq.append((t, baud, None, head) if head else (t, baud, chunk, 0))
+                rxq.append((t, baud, prev, None, head) if head else (t, baud, prev, chunk, 0))
             else:
-                rxq.append((t, baud, chunk, 0))
+                rxq.append((t, baud, prev, chunk, 0))
             try:
                 os.write(self._notify_w, b"\0")
             except (BlockingIOError, OSError):

@@ -234,8 +234,14 @@ def test_reboot_answers_then_is_silent_while_booting(virtual_bus, sdk_port, poll
 
 
 @pytest.mark.parametrize("wire_timing", [False, True])
-def test_baud_change_then_quick_reopen_is_heard_at_the_old_rate(virtual_bus, sdk_port, wire_timing):
-    """LeRobot / SDK style: write the Baud Rate register, reopen at the new rate at once, ping."""
+def test_baud_change_is_answered_at_the_old_rate_then_heard_at_the_new(virtual_bus, sdk_port, wire_timing):
+    """SDK style (``factory_reset.py``): write the Baud Rate register, reopen at the new rate at once, ping.
+
+    The WRITE is answered at the old rate, then the servo listens at the new one.
+    (A WRITE sent without waiting for its answer and followed by a reopen within
+    ~40 us is not replayed: whether the emulator reads it before the reopen is
+    a race on the pty, see ``BusEngine.feed_at``.)
+    """
     port = sdk_port(virtual_bus(servos="1:XM430-W350", baud=1_000_000, wire_timing=wire_timing))
     ph = dxl.PacketHandler(2.0)
     rates = {3: 1_000_000, 1: 57_600, 4: 2_000_000}
@@ -247,14 +253,6 @@ def test_baud_change_then_quick_reopen_is_heard_at_the_old_rate(virtual_bus, sdk
         ok(ph.write1ByteTxRx(port, 1, XM["baud_rate"], raw))
         assert port.setBaudRate(rates[raw])
         assert ok(ph.ping(port, 1)) == 1020, f"lost after {rates[now]} -> {rates[raw]}"
-        now = raw
-    for raw in (1, 3, 4, 3):
-        if raw == now:
-            continue
-        # no wait for the answer: the reopen races the emulator's read of the WRITE
-        assert ph.write1ByteTxOnly(port, 1, XM["baud_rate"], raw) == dxl.COMM_SUCCESS
-        assert port.setBaudRate(rates[raw])
-        assert ok(ph.ping(port, 1)) == 1020, f"lost after {rates[now]} -> {rates[raw]} (tx only)"
         now = raw
 
 

@@ -157,3 +157,16 @@ def test_clear_takes_whole_turns_off_a_stopped_servo_only():
     run(e, 2.0)                                                        # and it holds there
     r = txrx(e, 2, 1, 0x02, u16(XM["present_position"]) + u16(4))
     assert abs(int.from_bytes(r.params, "little") - 1234) < 5
+
+
+def test_chunk_read_after_a_quick_reopen_takes_its_earlier_packets_at_the_old_rate():
+    e = BusEngine("1:XM430-W350", baud=57_600)
+    write = P.build_instruction(2, 1, 0x03, u16(XM["baud_rate"]) + b"\x03")      # -> 1 Mbps
+    ping = P.build_instruction(2, 1, 0x01)
+    out = e.feed_at(write + ping, 1_000_000, prev_baud=57_600)
+    # the WRITE was heard at 57600 (its answer, at 57600, is lost on a host now at 1M); the PING at 1M
+    assert [len(r) for _, r in out] == [0, 1]
+    assert e.stats["wrong_rate_replies"] == 1
+    # one packet after a rate change is the new rate's (a scanner trying rates)
+    assert [len(r) for _, r in e.feed_at(ping, 57_600, prev_baud=1_000_000)] == [0]
+    assert [len(r) for _, r in e.feed_at(ping, 1_000_000, prev_baud=57_600)] == [1]
