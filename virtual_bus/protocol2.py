@@ -157,7 +157,8 @@ class Protocol2:
             # e-Manual, Protocol 2.0 "Clear (0x10)" (https://emanual.robotis.com/docs/en/dxl/
             # protocol2/#clear-0x10): Present Position back to within one turn (0-4095), only
             # while stopped (Result Fail otherwise)
-            moving = abs(e.velocity[s.index]) > 1e-3
+            # "moving" as the Moving register says it (|velocity| > Moving Threshold)
+            moving = abs(e.velocity[s.index]) > s.bank.moving_threshold
             if not moving:
                 s.clear_multi_turn()
             if sid != BROADCAST:
