@@ -2,7 +2,10 @@
 
 - :class:`BusEngine`: servos (control-table memory, every instruction of
   Protocol 1.0 and 2.0, status errors as real servos set them), physics,
-  fault injection; bytes in, replies out.
+  fault injection; bytes in, replies out.  Protocol 1.0 and 2.0 servos may
+  share one bus (each answers its own protocol; an X servo follows its
+  Protocol Type register); Indirect Address/Data work for any table that
+  names them ``indirect_address_N`` / ``indirect_data_N``.
 - :class:`PtyServer`: the engine in real time on a pty (``servoloop virtual-bus``).
 - :class:`InProcessVirtualBus`: the engine in the caller's process, driven
   by simulated time, for bit-reproducible lockstep runs.

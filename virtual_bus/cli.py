@@ -13,6 +13,7 @@ _EPILOG = """\
 examples:
   servoloop virtual-bus --servos 1-12:XM430-W350 --baud 4000000
   servoloop virtual-bus --robot humanoid --faults drop:id=3:p=0.05,unplug:at=30
+  servoloop virtual-bus --servos 1:AX-18A,2:XM430-W350     # Protocol 1.0 and 2.0 on one bus
 The first line of stdout is the pty path; the bus serves until SIGTERM/SIGINT.
 Faults: KIND[:KEY=VALUE...] joined by commas, KIND in drop, corrupt, delay,
 hwerror, vanish, powercycle, unplug; keys id=N|A-B|A+B, p=0..1, at=S, until=S,
@@ -44,20 +45,22 @@ def add_arguments(p) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--servos", metavar="SPEC",
-                       help='servos as IDS:MODEL items, e.g. "1-12:XM430-W350" or "1:AX-18A,2:AX-18A"')
+                       help='servos as IDS:MODEL items, e.g. "1-12:XM430-W350" or "1:AX-18A,2:AX-18A"; '
+                            "Protocol 1.0 and 2.0 models may share the bus, each answering its own protocol")
     which.add_argument("--robot", metavar="NAME",
                        help="a built-in robot (bench, arm, quadruped, humanoid): its servo map, baud, protocol")
     which.add_argument("--config", metavar="FILE",
                        help="a robot config (the daemon's YAML): its servos, baud, protocol and, with a "
                             "URDF, the robot on the contact simulator")
     p.add_argument("--protocol", type=int, choices=(1, 2),
-                   help="protocol (default: the robot's, or the servos' control tables')")
+                   help="protocol every servo must speak (default: the robot's, or each servo's control table's)")
     p.add_argument("--baud", type=int, metavar="B",
                    help="the servos' baud rate; they answer only a host at this rate "
                         "(default: the robot's; with --servos: any rate)")
     p.add_argument("--faults", metavar="SPEC", help="faults to inject (see below)")
     p.add_argument("--wire-timing", action="store_true",
-                   help="delay replies by their wire time at the baud rate plus Return Delay Time")
+                   help="delay replies by their wire time at the baud rate plus Return Delay Time; "
+                        "an instruction sent while replies are queued more than 50 ms ahead is not answered")
     p.add_argument("--realtime", action="store_true",
                    help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
                         "behind other processes; a warning and normal scheduling otherwise")
@@ -72,6 +75,9 @@ def add_arguments(p) -> None:
                         "'contact' = the contact simulator (needs --robot or --config with a URDF), "
                         "'independent' = one independent load per servo (default for --servos; "
                         "for a config: its simulation.plant, else 'contact' when it has a URDF)")
+    p.add_argument("--reboot-time", type=float, default=None, metavar="S",
+                   help="seconds a servo is silent after answering REBOOT while it boots "
+                        "(default 0.4, measured on an XC330; 0: answers at once)")
     p.add_argument("--seed", type=int, default=0, help="seed of position noise and fault draws")
     p.add_argument("--noise-ticks", type=float, default=0.25, metavar="STD",
                    help="position measurement noise, standard deviation in encoder ticks (default 0.25)")
@@ -97,7 +103,7 @@ def _go_realtime(priority: int = 10) -> None:
 
 def run(args) -> int:
     """Build the bus, print the pty path, serve; exit code 0, or 2 for bad input."""
-    from servoloop.virtual_bus.engine import BusEngine
+    from servoloop.virtual_bus.engine import REBOOT_SILENT_S, BusEngine
     from servoloop.virtual_bus.faults import FaultSpecError
     from servoloop.virtual_bus.server import PtyServer
     from servoloop.virtual_bus.spec import (
@@ -112,6 +118,9 @@ def run(args) -> int:
     )
 
     protocol, baud = args.protocol, args.baud
+    reboot_s = REBOOT_SILENT_S if args.reboot_time is None else args.reboot_time
+    if not reboot_s >= 0:
+        return _error(f"--reboot-time must be >= 0 s, got {args.reboot_time}")
     try:
         cfg = None
         if args.robot:
@@ -132,7 +141,7 @@ def run(args) -> int:
         plant = load_plant(target, servos, args.robot, cfg) if target else None
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
                            seed=args.seed, eeprom=eeprom, actuators=actuators,
-                           noise_ticks=args.noise_ticks)
+                           noise_ticks=args.noise_ticks, reboot_s=reboot_s)
     except (ServoSpecError, FaultSpecError, ValueError, KeyError) as e:
         return _error(e.args[0] if e.args else str(e))
     if args.realtime:
@@ -150,8 +159,9 @@ def run(args) -> int:
     if args.json:
         summary = {
             "port": server.port, "servos": [[sid, m] for sid, m in servos],
-            "protocol": engine.protocol, "baud": engine.bus_baud, "wire_timing": args.wire_timing,
-            "uptime_s": round(time.monotonic() - t0, 3), **engine.stats, **engine.faults.counts,
+            "protocol": engine.protocol or sorted({s.protocol for s in engine.servos}),
+            "baud": engine.bus_baud, "wire_timing": args.wire_timing,
+            "uptime_s": round(time.monotonic() - t0, 3), **engine.stats, **server.stats, **engine.faults.counts,
             "faults_fired": engine.faults.fired,
         }
         print(json.dumps(summary), flush=True)

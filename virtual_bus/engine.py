@@ -34,9 +34,10 @@ from servoloop.virtual_bus.protocol2 import Protocol2
 from servoloop.virtual_bus.servo import VirtualServo
 from servoloop.virtual_bus.spec import normalize_servos
 
-__all__ = ["BusEngine"]
+__all__ = ["BusEngine", "REBOOT_SILENT_S"]
 
 BROADCAST = 0xFE
+REBOOT_SILENT_S = 0.4    # s a servo is silent after answering REBOOT (XC330, ROBOTIS-GIT/emanual #1698)
 
 
 class BusEngine:
@@ -48,7 +49,10 @@ class BusEngine:
     plant : Plant, optional
         Physics; default :class:`IndependentServosPlant` with per-model actuator defaults.
     protocol : 1 or 2, optional
-        Default: the protocol of the servos' control tables (which must agree).
+        Given, every servo's control table must be for it.  Default: each servo
+        speaks its table's protocol, so Protocol 1.0 and 2.0 servos can share the
+        bus (each answers only packets of its own protocol, as a real mixed
+        chain of AX and X servos does).
     baud : int, optional
         The servos' configured baud rate.  Given, a servo answers only when
         the host's port runs at its Baud Rate register's rate (within 3 %);
@@ -63,25 +67,33 @@ class BusEngine:
         ``{"return_delay_time": 0}``); default: factory values.
     noise_ticks : float
         Standard deviation of the position measurement noise, encoder ticks.
+    reboot_s : float
+        Simulated seconds a servo stays silent after answering REBOOT while it
+        boots (0: answers at once; ``servoloop virtual-bus`` uses
+        :data:`REBOOT_SILENT_S`).
     """
 
     def __init__(self, servos, plant=None, protocol: int | None = None, baud: int | None = None,
                  faults=None, seed: int = 0, actuators: dict | None = None,
-                 eeprom: dict | None = None, noise_ticks: float = 0.25):
+                 eeprom: dict | None = None, noise_ticks: float = 0.25, reboot_s: float = 0.0):
         specs = normalize_servos(servos)
         tables = [get_table(m) for _, m in specs]
-        protocols = {t.protocol for t in tables}
-        if protocol is None:
-            if len(protocols) > 1:
-                raise ValueError("servos mix Protocol 1.0 and 2.0 control tables; give protocol=")
-            protocol = protocols.pop()
-        if protocol not in (1, 2):
-            raise ValueError(f"protocol must be 1 or 2, not {protocol!r}")
-        for (sid, _), t in zip(specs, tables, strict=True):
-            if t.protocol != protocol:
-                raise ValueError(f"servo {sid}: {t.name}'s control table is for Protocol "
-                                 f"{t.protocol}.0, the bus runs Protocol {protocol}.0")
-        self.protocol = protocol
+        if protocol is not None:
+            if protocol not in (1, 2):
+                raise ValueError(f"protocol must be 1 or 2, not {protocol!r}")
+            for (sid, _), t in zip(specs, tables, strict=True):
+                if t.protocol != protocol:
+                    raise ValueError(f"servo {sid}: {t.name}'s control table is for Protocol "
+                                     f"{t.protocol}.0, the bus runs Protocol {protocol}.0")
+        if not reboot_s >= 0.0:
+            raise ValueError(f"reboot_s must be >= 0 s, got {reboot_s!r}")
+        self.reboot_s = float(reboot_s)
+        self._next_boot: float | None = None
+        self.protocol: int | None = None        # the one protocol spoken; None while mixed
+        self.mixed = False
+        self._cur = 0                           # protocol of the packets being framed now
+        self._dispatching = False
+        self._switch_pending = False
         self.n = n = len(specs)
         self.bus_baud = baud
         self.client_baud: int | None = None
@@ -144,24 +156,52 @@ class BusEngine:
         if isinstance(faults, str) or faults is None:
             faults = parse_faults(faults)
         self.faults = FaultInjector(faults, seed)
+        self._protos = {1: Protocol1(self), 2: Protocol2(self)}
+        self._proto_handlers = {p: v.handlers() for p, v in self._protos.items()}
         self._ids_changed()
         self.faults.bind(self)
         self.reply_faults = bool(self.faults.reply_faults)
-        self._proto = Protocol2(self) if protocol == 2 else Protocol1(self)
-        self.status_packet = self._proto.status
-        self._handlers = self._proto.handlers()
         self.faults.on_time(self, 0.0)     # faults "at=0" hold from the first byte
 
     # ------------------------------------------------------------------ bus state
     def _ids_changed(self) -> None:
-        """Rebuild id -> servo for the servos that can hear the host now."""
-        by_id: dict[int, list] = {}
+        """Rebuild id -> servo, per protocol, for the servos that can hear the host now."""
+        now = self.time_s
+        by_proto: dict[int, dict[int, list]] = {1: {}, 2: {}}
+        spoken = set()
         for s in self.servos:
-            if s.vanished or s.unpowered or not self._baud_ok(s):
+            p = s.protocol
+            spoken.add(p)
+            if s.vanished or s.unpowered or s.booting_until > now or not self._baud_ok(s):
                 continue
-            by_id.setdefault(s.id, []).append(s)
-        self.by_id = {i: v[0] for i, v in by_id.items()}
-        self._collide = {i: v for i, v in by_id.items() if len(v) > 1}
+            by_proto[p].setdefault(s.id, []).append(s)
+        self._by_proto = {p: {i: v[0] for i, v in d.items()} for p, d in by_proto.items()}
+        self._collide_proto = {p: {i: v for i, v in d.items() if len(v) > 1} for p, d in by_proto.items()}
+        self._spoken = spoken
+        if self._dispatching:
+            # a servo switched protocol (Protocol Type) inside an instruction: it answers that
+            # instruction in the protocol it came in; framing follows once it is done
+            self.by_id = self._by_proto[self._cur]
+            self._collide = self._collide_proto[self._cur]
+            self._switch_pending = True
+            return
+        self._select()
+
+    def _select(self) -> None:
+        spoken = self._spoken
+        self.mixed = len(spoken) > 1
+        self._use(min(spoken) if self.mixed else next(iter(spoken)))
+        if self.mixed:
+            self.protocol = None
+
+    def _use(self, p: int) -> None:
+        """Make protocol ``p``'s servos, framing and status packets the current ones."""
+        self.protocol = self._cur = p
+        self.by_id = self._by_proto[p]
+        self._collide = self._collide_proto[p]
+        self._proto = self._protos[p]
+        self.status_packet = self._proto.status
+        self._handlers = self._proto_handlers[p]
 
     def _baud_ok(self, s: VirtualServo) -> bool:
         if self.bus_baud is None or self.client_baud is None:
@@ -204,6 +244,8 @@ class BusEngine:
             for s in self._wd_servos:
                 if s.watchdog_check(self.time_s):
                     self.stats["watchdog_trips"] += 1
+        if self._next_boot is not None and self._next_boot <= self.time_s:
+            self._booted()
         ev = self.faults.next_event_time
         if ev is not None and ev <= self.time_s:
             self.faults.on_time(self, self.time_s)
@@ -226,7 +268,67 @@ class BusEngine:
         rx = self._rx
         if data:
             rx += data
-        return self._proto.frame(rx)
+        if not self.mixed:
+            return self._proto.frame(rx)
+        return self._frame_mixed(rx)
+
+    def feed_at(self, data: bytes, baud: int | None, prev_baud: int | None = None) -> list:
+        """:meth:`feed` bytes the host wrote at ``baud`` bits/s (its port's rate when they were read).
+
+        ``prev_baud``: the rate of the chunk before, when the host has changed
+        its rate since.  The pty cannot say when the host switched, and a host
+        that writes and reopens its port at once (a baud change) does it within
+        ~40 us, before the bytes can be read: then every packet in the chunk but
+        the last is taken at the old rate, the last one at the new rate.  (A
+        scanner switching rates sends one packet per chunk and is unaffected.)
+        Replies to the packets taken at the old rate go out at the old rate, to
+        a host that now listens at the new one: they are lost (line noise on
+        a real bus), not delivered.
+        """
+        if prev_baud is None or prev_baud == baud or not data:
+            self.set_client_baud(baud)
+            return self.feed(data)
+        rx = self._rx
+        rx += data
+        cut = rx.rfind(b"\xff\xff\xfd\x00" if self._proto is self._protos[2] and not self.mixed else b"\xff\xff")
+        out = []
+        if cut > 0:
+            tail = bytes(rx[cut:])
+            del rx[cut:]
+            self.set_client_baud(prev_baud)
+            out = self.feed(b"")
+            self.stats["wrong_rate_replies"] = self.stats.get("wrong_rate_replies", 0) + sum(
+                len(r) for _, r in out)
+            out = [(n, []) for n, _ in out]
+            rx += tail
+        self.set_client_baud(baud)
+        return out + self.feed(b"")
+
+    def _frame_mixed(self, rx: bytearray) -> list:
+        """Both protocols on one wire: FF FF FD 00 starts a Protocol 2.0 packet, any other FF FF a 1.0 one.
+
+        Each packet goes to the servos of its protocol only; the others ignore it.
+        """
+        out = []
+        try:
+            while True:
+                i = rx.find(b"\xff\xff")
+                if i < 0:
+                    del rx[:len(rx) - (1 if rx[-1:] == b"\xff" else 0)]
+                    return out
+                if i:
+                    del rx[:i]
+                if len(rx) < 4:
+                    return out
+                p = 2 if rx[2] == 0xFD and rx[3] == 0x00 else 1
+                n = len(rx)
+                self._use(p)
+                out += self._proto.frame(rx, once=True)
+                if len(rx) == n:             # incomplete: wait for the rest
+                    return out
+        finally:
+            if self.mixed:
+                self.protocol = None
 
     def pending_bytes(self) -> int:
         """Bytes buffered without a complete packet yet."""
@@ -250,6 +352,16 @@ class BusEngine:
             s = self.by_id.get(sid)
             if s is not None:
                 s.last_rx_s = t
+        self._dispatching = True
+        try:
+            return self._dispatch(sid, inst, params)
+        finally:
+            self._dispatching = False
+            if self._switch_pending:
+                self._switch_pending = False
+                self._select()
+
+    def _dispatch(self, sid: int, inst: int, params: bytes) -> list:
         handler = self._handlers.get(inst)
         if sid in self._collide:
             return self._collision(sid, handler, params)
@@ -360,14 +472,27 @@ class BusEngine:
             if sid != BROADCAST:
                 out += self.reply(s, ERR.OK)     # the status goes out before the restart
             s.boot()
+            if self.reboot_s > 0:
+                # then silent while it boots: ~0.4 s measured on an XC330 (ROBOTIS-GIT/emanual
+                # issue #1698; the e-Manual's REBOOT page, protocol2/#reboot-0x08, is silent on it)
+                s.booting_until = self.time_s + self.reboot_s
+                if self._next_boot is None or s.booting_until < self._next_boot:
+                    self._next_boot = s.booting_until
         self._ids_changed()
         return out
 
+    def _booted(self) -> None:
+        """Servos whose REBOOT is over listen again."""
+        pending = [s.booting_until for s in self.servos if s.booting_until > self.time_s]
+        self._next_boot = min(pending) if pending else None
+        self._ids_changed()
+
     def do_factory_reset(self, sid: int, params: bytes) -> list:
         option = params[0] if params else 0xFF
-        if self.protocol == 2 and sid == BROADCAST and option == 0xFF:
+        p2 = self._proto is self._protos[2]
+        if p2 and sid == BROADCAST and option == 0xFF:
             return []                            # firmware >= 42 ignores a broadcast reset-all
-        if self.protocol == 2 and option not in (0x01, 0x02, 0xFF):
+        if p2 and option not in (0x01, 0x02, 0xFF):
             s = self.by_id.get(sid)
             return self.reply(s, ERR.RANGE) if s is not None and sid != BROADCAST else []
         out = []
@@ -384,7 +509,7 @@ class BusEngine:
         return self.reply(s, ERR.INSTRUCTION) if s is not None and sid != BROADCAST else []
 
     def ping_reply(self, s: VirtualServo) -> list:
-        if self.protocol == 1:
+        if s.protocol == 1:
             return self.reply(s, ERR.OK, level=0)
         mem, info = s.mem, s.info
         mn = info.reg["model_number"].address

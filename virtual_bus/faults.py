@@ -195,7 +195,8 @@ class FaultInjector:
                 if unknown:
                     raise FaultSpecError(f"fault {f.token!r}: no servo with id {unknown} on this bus "
                                          f"(ids: {sorted(known)})")
-            if f.kind == "hwerror" and engine.protocol == 1 and f.bits & ~_P1_ALLOWED_BITS:
+            p1 = any(s.protocol == 1 for s in engine.servos if f.ids is None or s.id in f.ids)
+            if f.kind == "hwerror" and p1 and f.bits & ~_P1_ALLOWED_BITS:
                 raise FaultSpecError(f"fault {f.token!r}: Protocol 1.0 servos report only "
                                      "voltage, overheat and overload")
         seq = 0

@@ -132,6 +132,23 @@ class TableInfo:
         if table.datasheet is not None:      # the supply the servo model runs at (its datasheet voltage)
             self.voltage_v = table.datasheet.voltage_v
         self.temperature_c = 32.0
+        # Indirect Data N reads/writes the byte whose address Indirect Address N holds
+        # (e-Manual, X series control table, "Indirect Address, Indirect Data":
+        # https://emanual.robotis.com/docs/en/dxl/x/xm430-w350/#indirect-address); generic over
+        # any table with registers named indirect_address_N / indirect_data_N.
+        self.indirect: dict[int, int] = {}       # data byte address -> address of its Indirect Address
+        for r in regs.values():
+            if r.name.startswith("indirect_data_"):
+                a = regs.get("indirect_address_" + r.name[len("indirect_data_"):])
+                if a is not None and a.size == 2 and r.size == 1:
+                    self.indirect[r.address] = a.address
+        self.ind_span = (min(self.indirect), max(self.indirect) + 1) if self.indirect else None
+        # ticks per output-shaft turn (Present Position wraps by this in wheel mode, CLEAR removes
+        # whole turns); the AX pot covers 300 of 360 degrees with its 1024 ticks
+        g = self.goal
+        self.ticks_per_turn = round(2.0 * np.pi / g.scale, 6) if g.scale else 0.0
+        # Protocol Type (13) of X / MX(2.0) firmware: 1 = Protocol 1.0, 2 = Protocol 2.0
+        self.a_protocol = addr("protocol_type")
 
 
 _INFO_CACHE: dict[str, TableInfo] = {}
@@ -198,6 +215,8 @@ class ServoBank:
         self.index = np.zeros(n, dtype=np.intp)
         self.sign = np.ones(n)
         self.homing = np.zeros(n)
+        self.wrap = np.zeros(n)          # ticks per turn where Present Position wraps (wheel mode), else 0
+        self.wrap_any = False
         reg = info.reg
         self._views = {}
         for name in ("present_position", "present_velocity", "present_current", "present_load",
@@ -223,6 +242,8 @@ class ServoBank:
         self.index[k] = servo.index
         servo.bank, servo.bank_k = self, k
         self.sign[k], self.homing[k] = servo.sign, servo.homing
+        self.wrap[k] = servo.wrap_ticks
+        self.wrap_any = bool(self.wrap.any())
 
     def write_present(self, position, velocity, torque, time_s: float, noise_ticks) -> None:
         """Write present position/velocity/current|load/pwm/moving/tick of every servo.
@@ -244,6 +265,11 @@ class ServoBank:
                 if noise_ticks is not None:
                     x = x + noise_ticks
                 raw = np.rint(x) + r.zero_raw
+                if self.wrap_any:
+                    # wheel mode: the reading wraps within one turn (MX(1.0), AX: e-Manual
+                    # "Present Position"; multi-turn only in the MX's multi-turn mode)
+                    w = self.wrap
+                    raw = np.where(w > 0, np.floor(np.mod(raw, np.where(w > 0, w, 1.0))), raw)
                 if r.encoding == "u" and info.goal.max_raw is not None:
                     # AX: the pot reads 0..1023 and no further
                     raw = np.minimum(np.maximum(raw, info.goal.min_raw or 0), info.goal.max_raw)

@@ -20,8 +20,12 @@ class Protocol1:
     def __init__(self, engine):
         self.engine = engine
 
-    def frame(self, rx: bytearray) -> list:
-        """Instruction packets framed from ``rx`` (consumed), each run: [(length, replies)]."""
+    def frame(self, rx: bytearray, once: bool = False) -> list:
+        """Instruction packets framed from ``rx`` (consumed), each run: [(length, replies)].
+
+        ``once``: stop after the first thing consumed (a packet or skipped bytes), so
+        a mixed-protocol bus can look at what follows.
+        """
         e = self.engine
         out = []
         while True:
@@ -36,11 +40,15 @@ class Protocol1:
                 return out
             if rx[2] == 0xFF:            # FF FF FF ...: the header starts one byte later
                 del rx[:1]
+                if once:
+                    return out
                 continue
             sid, length = rx[2], rx[3]
             if length < 2:
                 del rx[:1]
                 e.stats["malformed"] += 1
+                if once:
+                    return out
                 continue
             total = 4 + length
             if len(rx) < total:
@@ -51,13 +59,19 @@ class Protocol1:
                 servo = e.by_id.get(sid)
                 if servo is None or sid == BROADCAST:
                     del rx[:1]
+                    if once:
+                        return out
                     continue
                 del rx[:total]
                 out.append((total, e.reply(servo, ERR.CRC)))
+                if once:
+                    return out
                 continue
             del rx[:total]
             e.stats["instructions"] += 1
             out.append((total, e.dispatch(sid, pkt[4], pkt[5:-1])))
+            if once:
+                return out
 
     def handlers(self) -> dict:
         e = self.engine

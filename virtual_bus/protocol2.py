@@ -35,8 +35,12 @@ class Protocol2:
         self._prefix: dict = {}
         self._parse_cache: dict = {}
 
-    def frame(self, rx: bytearray) -> list:
-        """Instruction packets framed from ``rx`` (consumed), each run: [(length, replies)]."""
+    def frame(self, rx: bytearray, once: bool = False) -> list:
+        """Instruction packets framed from ``rx`` (consumed), each run: [(length, replies)].
+
+        ``once``: stop after the first thing consumed (a packet or skipped bytes), so
+        a mixed-protocol bus can look at what follows.
+        """
         e = self.engine
         out = []
         cache = self._parse_cache
@@ -56,6 +60,8 @@ class Protocol2:
             if length < 3 or length > _MAX_LEN_V2 or rx[4] in (0xFD, 0xFF):
                 del rx[:1]
                 e.stats["malformed"] += 1
+                if once:
+                    return out
                 continue
             total = 7 + length
             if len(rx) < total:
@@ -69,9 +75,13 @@ class Protocol2:
                     servo = e.by_id.get(sid)
                     if servo is None or sid == BROADCAST:
                         del rx[:1]          # maybe not a packet at all: resynchronise
+                        if once:
+                            return out
                         continue
                     del rx[:total]
                     out.append((total, e.reply(servo, ERR.CRC)))
+                    if once:
+                        return out
                     continue
                 body = pkt[7:-2]
                 if _STUFF in body:
@@ -84,6 +94,8 @@ class Protocol2:
             del rx[:total]
             e.stats["instructions"] += 1
             out.append((total, e.dispatch(*parsed)))
+            if once:
+                return out
 
     def status(self, servo, err: int, data: bytes, sid: int | None = None) -> bytes:
         """The status packet of ``servo`` (error ``err``, payload ``data``, ID ``sid`` or its own)."""
@@ -140,8 +152,15 @@ class Protocol2:
         if params[:1] != b"\x01" or params[1:5] != b"DXL\x22":
             return e.malformed(sid)
         out = []
+        e.fresh_present()
         for s in e.targets(sid):
-            moving = abs(e.velocity[s.index]) > 1e-3
+            # e-Manual, Protocol 2.0 "Clear (0x10)" (https://emanual.robotis.com/docs/en/dxl/
+            # protocol2/#clear-0x10): Present Position back to within one turn (0-4095), only
+            # while stopped (Result Fail otherwise)
+            # "moving" as the Moving register says it (|velocity| > Moving Threshold)
+            moving = abs(e.velocity[s.index]) > s.bank.moving_threshold
+            if not moving:
+                s.clear_multi_turn()
             if sid != BROADCAST:
                 out += e.reply(s, ERR.RESULT_FAIL if moving else ERR.OK)
         return out
@@ -161,7 +180,8 @@ class Protocol2:
             if s is None:
                 continue
             mem = s.mem
-            if end > s.info.size or e.reply_faults:
+            span = s.info.ind_span
+            if end > s.info.size or e.reply_faults or (span is not None and address < span[1] and end > span[0]):
                 err, data = s.read(address, length)
                 out += e.reply(s, err, data or b"", level=1)
             elif mem[s.info.a_srl]:

@@ -1,8 +1,16 @@
 """The virtual bus as a real-time server on a pty (``servoloop virtual-bus``).
 
-One loop, no threads: wait on the pty master (select), integrate the
-physics up to the monotonic clock, answer, and send each reply when it is
-due.  Without wire timing a reply goes out at once (plus any injected
+A reader thread drains the pty master as soon as bytes arrive, noting for
+each chunk the host's baud rate (its termios) at that moment and the time:
+a host that writes and at once reopens the port at another rate (a baud
+change) is heard at the rate it wrote at, and a host-side output flush
+(``tcflush(TCOFLUSH)``, pyserial's ``reset_output_buffer``, pypot before
+every packet) finds nothing of ours left to drop.  The master runs in
+packet mode (``TIOCPKT``) so a host input flush (``reset_input_buffer``)
+is seen too: replies still queued for the instructions before it are
+dropped, as the host has said it wants none of them.  One loop does the
+rest: wait for the reader (select), integrate the physics up to the
+monotonic clock, answer, and send each reply when it is due.  Without wire timing a reply goes out at once (plus any injected
 delay).  With wire timing the bus is modelled as the half-duplex line it
 is: an instruction occupies the wire for its bytes at 10 bits per byte,
 then each servo waits its Return Delay Time and sends its reply; the next
@@ -12,7 +20,13 @@ host sees the timing of a real bus at that baud rate.  Replies 50 us apart
 (4 Mbps) keep the process busy-waiting through a reply train: with wire
 timing it uses most of a core while a host runs at full rate.  Writing a
 train at once when its last reply is due was tried: the process then
-sleeps and, on this loaded VM, wakes late (p99 3 ms).  The pty's own latency (measured at start,
+sleeps and, on this loaded VM, wakes late (p99 3 ms).  Backpressure: a
+host that sends faster than the line carries the replies (on a pty it
+can) would queue replies further and further ahead; an instruction whose
+replies would start more than ``_MAX_BACKLOG_S`` after it arrived is
+answered by nobody (on a real half-duplex bus it would collide with the
+replies still on the wire), so no stale reply arrives long after the host
+stopped.  The pty's own latency (measured at start,
 median of 25 one-way trips, capped at 0.1 ms) is taken off both ends, since
 a real bus has no pty.  Polling the pty instead of sleeping between cycles
 was tried and dropped: on this shared 2-core machine it made cycles slower.
@@ -21,9 +35,13 @@ was tried and dropped: on this shared 2-core machine it made cycles slower.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import select
 import signal
+import sys
+import termios
+import threading
 import time
 from collections import deque
 
@@ -35,6 +53,10 @@ _IDLE_S = 0.005          # physics keeps up with the clock even when nobody asks
 _SPIN_S = 2e-4           # last stretch before a due reply is busy-waited (select wakes late)
 _MAX_CATCH_UP_S = 0.5    # longest stretch of physics integrated in one go
 _STALL_S = 0.02          # a partial packet older than this is line noise (servo inter-byte timeout)
+_MAX_BACKLOG_S = 0.05    # replies due later than this after their instruction arrived are not sent
+_SWITCH_S = 1e-4         # GIL switch interval while serving: the reader thread runs within 0.1 ms
+_TIOCPKT_FLUSHREAD = 0x01
+_TIOCPKT_FLUSHWRITE = 0x02
 
 
 def _tight_timer_slack() -> None:
@@ -72,6 +94,19 @@ class PtyServer:
         if wire_timing:
             lat_in, lat_out = measure_pty_latency(self.master, self.slave)
             self.latency_in_s, self.latency_out_s = min(lat_in, 1e-4), min(lat_out, 1e-4)
+        try:
+            fcntl.ioctl(self.master, termios.TIOCPKT, b"\x01\x00\x00\x00")
+            self._packet_mode = True
+        except OSError:
+            self._packet_mode = False
+        # (arrival time, host baud, its baud at the look before, bytes or None, packet-mode status)
+        self._rxq: deque = deque()
+        self._notify_r, self._notify_w = os.pipe()
+        for fd in (self._notify_r, self._notify_w):
+            os.set_blocking(fd, False)
+        self._reader_stop = False
+        self._reader: threading.Thread | None = None
+        self.stats = {"backlog_dropped": 0, "flushed_replies": 0, "host_output_flushes": 0}
 
     def stop(self, *_args) -> None:
         """Ask :meth:`serve` to return (signal-safe)."""
@@ -83,14 +118,21 @@ class PtyServer:
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
-        old_wakeup = signal.set_wakeup_fd(wake_w)
+        main = threading.current_thread() is threading.main_thread()
+        old_wakeup = signal.set_wakeup_fd(wake_w) if main else None
+        old_switch = sys.getswitchinterval()
+        sys.setswitchinterval(_SWITCH_S)
         self.t0 = time.monotonic()
         end = None if duration is None else self.t0 + duration
+        self._reader = threading.Thread(target=self._read_loop, name="virtual-bus-reader", daemon=True)
+        self._reader.start()
         try:
             while not self._stop and (end is None or time.monotonic() < end):
                 self._once(wake_r, end)
         finally:
-            signal.set_wakeup_fd(old_wakeup)
+            sys.setswitchinterval(old_switch)
+            if main:
+                signal.set_wakeup_fd(old_wakeup)
             os.close(wake_r)
             os.close(wake_w)
             self.close()
@@ -110,11 +152,12 @@ class PtyServer:
         if end is not None:
             timeout = min(timeout, end - now)
         if self._queue and self._queue[0][0] - now < _SPIN_S:
-            while time.monotonic() < self._queue[0][0]:
-                pass
+            due = self._queue[0][0]
+            while time.monotonic() < due:
+                os.sched_yield()        # releases the GIL: the reader thread is not held up by the spin
             self._send_due(time.monotonic())
             return
-        fds = [wake_r] if engine.unplugged else [self.master, wake_r]
+        fds = [wake_r] if engine.unplugged else [self._notify_r, wake_r]
         try:
             ready, _, _ = select.select(fds, [], [], max(0.0, timeout - (_SPIN_S if self._queue else 0.0)))
         except InterruptedError:
@@ -129,15 +172,65 @@ class PtyServer:
         if engine.unplugged:
             self._unplug()
             return
-        if self.master in ready:
-            data = self._read()
-            if data:
-                self._last_rx = now
-                engine.set_client_baud(termios_baud(self.master))
-                self._schedule(engine.feed(data), now)
+        if self._notify_r in ready:
+            try:
+                os.read(self._notify_r, 4096)
+            except BlockingIOError:
+                pass
+        if self._rxq:
+            self._take(now)
         elif engine.pending_bytes() and now - self._last_rx >= _STALL_S:
             self._schedule(engine.drop_partial(), now)
             self._last_rx = now
+
+    def _take(self, now: float) -> None:
+        """Answer the chunks the reader thread queued, each at the baud and time it arrived at."""
+        engine, rxq = self.engine, self._rxq
+        while rxq:
+            t, baud, prev, data, status = rxq.popleft()
+            if data is None:
+                if status & _TIOCPKT_FLUSHREAD:
+                    # the host flushed its input: it wants none of the replies still queued
+                    self.stats["flushed_replies"] += len(self._queue)
+                    self._queue.clear()
+                    self._bus_free = min(self._bus_free, now)
+                if status & _TIOCPKT_FLUSHWRITE:
+                    self.stats["host_output_flushes"] += 1
+                continue
+            self._last_rx = now
+            self._schedule(engine.feed_at(data, baud, prev), min(t, now))
+
+    def _read_loop(self) -> None:
+        """Reader thread: drain the master the moment bytes arrive; note the host's baud and the time."""
+        master, rxq, packet = self.master, self._rxq, self._packet_mode
+        seen = termios_baud(master)          # the host's rate at the last look (each wake, 5 ms idle)
+        while not self._reader_stop:
+            try:
+                ready, _, _ = select.select([master], [], [], 0.005)
+            except (OSError, ValueError):
+                return
+            prev = seen
+            seen = baud = termios_baud(master)   # as early as possible: the rate the host wrote at
+            if not ready:
+                continue
+            t = time.monotonic()
+            try:
+                chunk = os.read(master, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                continue
+            if packet:
+                head, chunk = chunk[0], chunk[1:]
+                rxq.append((t, baud, prev, None, head) if head else (t, baud, prev, chunk, 0))
+            else:
+                rxq.append((t, baud, prev, chunk, 0))
+            try:
+                os.write(self._notify_w, b"\0")
+            except (BlockingIOError, OSError):
+                pass
 
     def _sync(self, now: float) -> None:
         dt = (now - self.t0) - self.engine.time_s
@@ -149,18 +242,6 @@ class PtyServer:
         if dt > 0:
             self.engine.advance(dt)
 
-    def _read(self) -> bytes:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(self.master, 65536)
-            except (BlockingIOError, OSError):
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def _schedule(self, exchanges, now: float) -> None:
         q = self._queue
         if not self.wire_timing:
@@ -170,10 +251,18 @@ class PtyServer:
             if q and q[0][0] <= now:
                 self._send_due(now)
             return
-        baud = self.engine.bus_baud or self.engine.client_baud or 1_000_000
+        # the line runs at the rate the host wrote this chunk at (a servo answers only at its own
+        # rate, so a baud-change WRITE is answered at the old rate, the next packet at the new)
+        baud = self.engine.client_baud or self.engine.bus_baud or 1_000_000
         byte_s = 10.0 / baud
-        t = max(now - self.latency_in_s, self._bus_free)
+        arrived = now - self.latency_in_s
+        t = max(arrived, self._bus_free)
         for nbytes, replies in exchanges:
+            if replies and t - arrived > _MAX_BACKLOG_S:
+                # the line is still busy with replies long queued: this instruction would
+                # collide with them on a real bus; nobody answers it (and nothing piles up)
+                self.stats["backlog_dropped"] += len(replies)
+                continue
             t += nbytes * byte_s
             for pkt, rdt, extra in replies:
                 t += rdt + extra + len(pkt) * byte_s
@@ -195,11 +284,18 @@ class PtyServer:
             pass    # nobody reading: the bytes are lost, as on a real bus
 
     def _unplug(self) -> None:
+        self._reader_stop = True
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(timeout=1.0)
         if self.master >= 0:
             self._queue.clear()
             os.close(self.master)
             os.close(self.slave)
             self.master = self.slave = -1
+        if self._notify_r >= 0:
+            os.close(self._notify_r)
+            os.close(self._notify_w)
+            self._notify_r = self._notify_w = -1
 
     def close(self) -> None:
         """Close the pty if still open."""

@@ -18,8 +18,11 @@ the goal at the present position.
 
 from __future__ import annotations
 
+import numpy as np
+
 from servoloop.firmware_bridge.units import encode_raw
 from servoloop.virtual_bus.memory import (
+    _P1_CODES,
     ERR,
     PLANT_MODE,
     POSITION_MODES,
@@ -82,6 +85,9 @@ class VirtualServo:
         self.position_limits: tuple[int, int] | None = None
         self.angle_limits: tuple[int, int] | None = None
         self.mode = 3
+        self.turn_offset = 0.0        # ticks CLEAR took off Present Position (whole turns)
+        self.wrap_ticks = 0.0         # Present Position wraps by this many ticks (wheel mode), 0: never
+        self.booting_until = -1.0     # simulated time a REBOOT ends; silent until then
         self._cmd_reg = None          # the goal register that is the live command (non-position modes)
         self._cmd_scale = 0.0
         self.last_rx_s = 0.0          # simulated time of the last instruction packet it took
@@ -96,6 +102,12 @@ class VirtualServo:
     @property
     def baud_raw(self) -> int:
         return self.mem[self.info.a_baud]
+
+    @property
+    def protocol(self) -> int:
+        """Protocol the servo speaks now: its Protocol Type register (X, MX(2.0)), else its table's."""
+        a = self.info.a_protocol
+        return self.mem[a] if a is not None and self.mem[a] in (1, 2) else self.info.protocol
 
     @property
     def status_return_level(self) -> int:
@@ -119,6 +131,11 @@ class VirtualServo:
     def status_bits(self, err: int) -> int:
         """Error byte of a status packet for the error kind ``err``."""
         info = self.info
+        if info.a_protocol is not None and self.protocol != info.protocol:
+            # an X servo switched to Protocol 1.0 reports Protocol 1.0 error bits
+            # (voltage, overheating and overload share their bit numbers in both protocols)
+            hw = self.mem[info.a_hw] & 0x25 if info.a_hw is not None else 0
+            return (_P1_CODES[err] if err else 0) | hw
         code = info.codes[err] if err else 0
         if info.protocol == 2:
             if info.a_hw is not None and self.mem[info.a_hw]:
@@ -168,6 +185,25 @@ class VirtualServo:
         if option == 0x02 and info.protocol == 2:
             self.eeprom[info.a_baud] = keep_baud
         self.boot()
+
+    def clear_multi_turn(self) -> None:
+        """CLEAR: take whole turns off Present Position so it reads 0-4095 again.
+
+        Goal Position moves by the same turns, so a servo holding its position
+        keeps holding it (rather than turning back by the turns cleared).
+        """
+        info = self.info
+        turn = info.ticks_per_turn
+        r = info.reg["present_position"]
+        ticks = self.sign * float(self.bus.position[self.index]) / r.scale + self.homing + r.zero_raw
+        k = int(np.floor(round(ticks) / turn)) if turn else 0
+        if not k:
+            return
+        shift = int(round(k * turn))
+        self.turn_offset -= shift
+        goal = info.goal
+        put(goal, self.mem, decode(goal, self.mem) - shift)
+        self.refresh_actuation()
 
     def inject_hardware_error(self, bits: int) -> None:
         """Latch hardware error ``bits``; torque off when they meet the Shutdown mask."""
@@ -227,9 +263,51 @@ class VirtualServo:
     # ------------------------------------------------------------------ access
     def read(self, address: int, length: int):
         """(error kind, bytes or None) for a READ of ``length`` bytes at ``address``."""
-        if address + length > self.info.size or length <= 0:
+        info = self.info
+        if address + length > info.size or length <= 0:
             return ERR.ACCESS, None
+        span = info.ind_span
+        if span is not None and address < span[1] and address + length > span[0]:
+            return ERR.OK, self._read_indirect(address, length)
         return ERR.OK, bytes(self.mem[address:address + length])
+
+    def _read_indirect(self, address: int, length: int) -> bytes:
+        """Bytes at ``address``; each Indirect Data byte is the byte its Indirect Address names."""
+        mem, ind, size = self.mem, self.info.indirect, self.info.size
+        out = bytearray(mem[address:address + length])
+        for k in range(length):
+            ia = ind.get(address + k)
+            if ia is not None:
+                target = mem[ia] | (mem[ia + 1] << 8)
+                out[k] = mem[target] if target < size else 0
+        return bytes(out)
+
+    def _write_indirect(self, address: int, data) -> int:
+        """A WRITE that covers Indirect Data: each byte goes to the address its Indirect Address names.
+
+        Consecutive targets are written as one run (so Goal Position mapped to four
+        Indirect Data bytes is written whole); runs are checked before any is written.
+        """
+        ind, mem = self.info.indirect, self.mem
+        runs: list[list] = []
+        for k, b in enumerate(data):
+            ia = ind.get(address + k)
+            target = (mem[ia] | (mem[ia + 1] << 8)) if ia is not None else address + k
+            if target in ind:
+                return ERR.ACCESS            # an Indirect Data byte cannot point at Indirect Data
+            if runs and runs[-1][0] + len(runs[-1][1]) == target:
+                runs[-1][1].append(b)
+            else:
+                runs.append([target, bytearray((b,))])
+        saved, saved_eeprom = bytes(mem), bytes(self.eeprom)
+        for target, chunk in runs:
+            err = self.write(target, chunk)
+            if err:
+                mem[:] = saved           # all or nothing, as a direct WRITE
+                self.eeprom[:] = saved_eeprom
+                self.refresh_actuation()
+                return err
+        return ERR.OK
 
     def write(self, address: int, data) -> int:
         """Apply a WRITE; returns the error kind (0 = written).  All-or-nothing."""
@@ -246,6 +324,9 @@ class VirtualServo:
         end = address + n
         if n == 0 or end > info.size:
             return ERR.ACCESS if n else ERR.LENGTH
+        span = info.ind_span
+        if span is not None and address < span[1] and end > span[0]:
+            return self._write_indirect(address, data)
         owner = info.owner
         mem = self.mem
         torque_on = mem[info.a_torque]
@@ -266,13 +347,18 @@ class VirtualServo:
                 return err
             a = r.address + r.size
         old_id, old_baud = mem[info.a_id], mem[info.a_baud]
+        old_proto = mem[info.a_protocol] if info.a_protocol is not None else 0
         mem[address:end] = data
         if any(info.eeprom_mask[address:end]):
             for k in range(address, end):
                 if info.eeprom_mask[k]:
                     self.eeprom[k] = mem[k]
-        if mem[info.a_id] != old_id or mem[info.a_baud] != old_baud:
-            self.bus._ids_changed()       # a new id, or a servo that moved to another baud rate
+        if (mem[info.a_id] != old_id or mem[info.a_baud] != old_baud
+                or (info.a_protocol is not None and mem[info.a_protocol] != old_proto)):
+            # a new id, a servo that moved to another baud rate, or (Protocol Type, e-Manual
+            # https://emanual.robotis.com/docs/en/dxl/x/xm430-w350/#protocol-type13) to the
+            # other protocol: it answers this WRITE as it was, then listens as it is now
+            self.bus._ids_changed()
         if torque_on == 0 and mem[info.a_torque] and self.hardware_error and info.a_hw is not None:
             # an X servo in shutdown keeps torque off until it is rebooted
             if info.a_shutdown is None or mem[info.a_shutdown] & mem[info.a_hw]:
@@ -288,7 +374,7 @@ class VirtualServo:
         lo, hi = max(start, address), min(stop, address + len(data))
         buf[lo - start:hi - start] = data[lo - address:hi - address]
         raw = decode_bytes(r, buf)
-        if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
+        if self._out_of_range(r, raw, buf):
             return ERR.RANGE
         info = self.info
         if r.name in info.limits and abs(raw) > decode(info.limits[r.name], self.mem):
@@ -296,6 +382,23 @@ class VirtualServo:
         if r is info.goal:
             return self._check_goal_limits(raw)
         return ERR.OK
+
+    def _out_of_range(self, r, raw: int, buf) -> bool:
+        """Whether ``raw`` (wire bytes ``buf``) lies outside register ``r``'s range.
+
+        Sign-magnitude registers (AX / MX(1.0) speed, load) give their range as
+        wire values: Moving Speed 0-2047 where bit 10 is the direction, which only
+        wheel mode uses (e-Manual AX-12A / MX-28 "Moving Speed": 0-1023 in joint
+        mode, 0-2047 in wheel mode, 1024-2047 turning CW;
+        https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#moving-speed).
+        """
+        if r.encoding == "sm":
+            wire = int.from_bytes(buf, "little")
+            hi = r.max_raw
+            if r.name == "moving_speed" and self.mode != 1 and hi is not None:
+                hi = min(hi, 1023)
+            return (r.min_raw is not None and wire < r.min_raw) or (hi is not None and wire > hi)
+        return (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw)
 
     def _check_goal_limits(self, raw: int) -> int:
         if self.position_limits is not None:
@@ -326,7 +429,7 @@ class VirtualServo:
         """The hot path in current / velocity / PWM mode: the live goal register."""
         r = self._cmd_reg
         raw = decode_bytes(r, data)
-        if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
+        if self._out_of_range(r, raw, data):
             return ERR.RANGE
         lim = self.info.limits.get(r.name)
         if lim is not None and abs(raw) > decode(lim, self.mem):
@@ -344,18 +447,32 @@ class VirtualServo:
         self.mode = mem[reg["operating_mode"].address] if "operating_mode" in reg else 3
         self.sign = -1.0 if ("drive_mode" in reg and mem[reg["drive_mode"].address] & 1) else 1.0
         self.homing = float(decode(reg["homing_offset"], mem)) if "homing_offset" in reg else 0.0
+        self.homing += self.turn_offset
         self.position_limits = None
         self.angle_limits = None
+        wrap = 0.0
         if info.protocol == 2 and self.mode == 3 and "max_position_limit" in reg:
             self.position_limits = (decode(reg["min_position_limit"], mem),
                                     decode(reg["max_position_limit"], mem))
         if "cw_angle_limit" in reg:
             cw, ccw = decode(reg["cw_angle_limit"], mem), decode(reg["ccw_angle_limit"], mem)
-            if cw or ccw:                        # both 0 = wheel mode, no position control
+            top = reg["ccw_angle_limit"].max_raw
+            if cw and cw == ccw == top and info.series == "MX1":
+                # both limits 4095: MX multi-turn mode, goal -28672..28672 (e-Manual MX-28
+                # "Multi-turn": https://emanual.robotis.com/docs/en/dxl/mx/mx-28/#multi-turn)
+                self.mode = 4
+            elif cw or ccw:                      # both 0 = wheel mode, no position control
                 self.angle_limits = (cw, ccw)
                 self.mode = 3
             else:
                 self.mode = 1
+                # wheel mode: Present Position stays within one turn (MX: 0-4095)
+                wrap = info.ticks_per_turn
+        self.wrap_ticks = wrap
+        bank = self.bank
+        if bank is not None and bank.wrap[self.bank_k] != wrap:
+            bank.wrap[self.bank_k] = wrap
+            bank.wrap_any = bool(bank.wrap.any())
 
     def _command(self, plant_mode: int | None) -> float:
         """Goal velocity (rad/s) or goal torque (N*m) in the motor frame, from the goal registers.

@@ -32,6 +32,19 @@ def make_bus(path, n=4, model="XM430-W350", protocol=2, baud=1_000_000):
                timeout_margin_s=MARGIN)
 
 
+def _wait_rebooted(bus, sid, timeout=5.0):
+    """A servo is silent while it boots after REBOOT (virtual bus: 0.4 s): ping until it answers."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return bus.ping(sid)
+        except BusTimeoutError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_connect_and_every_single_servo_instruction(virtual_bus):
     with make_bus(virtual_bus(servos="1-4:XM430-W350")) as bus:
         rep = bus.connect(fix_return_delay=True)
@@ -49,6 +62,7 @@ def test_connect_and_every_single_servo_instruction(virtual_bus):
         bus.action(2)
         assert bus.read_raw(2, "position_p_gain") == 900
         bus.reboot(2)                                       # RAM back to defaults
+        _wait_rebooted(bus, 2)
         assert bus.read_raw(2, "position_p_gain") == 800
         with pytest.raises(UnsafeOperationError):
             bus.factory_reset(4)
@@ -174,6 +188,7 @@ def test_hardware_error_decodes_hardware_error_status(virtual_bus, poll_until):
         assert bus.health[2].last_hardware_error_status == 0x20
         assert np.isnan(reader.values["present_position"][1])
         bus.reboot(2)
+        _wait_rebooted(bus, 2)
         reader.read()                      # a reboot clears the latch
         assert np.isfinite(reader.values["present_position"]).all()
 

@@ -68,6 +68,7 @@ def test_hardware_error_sets_alert_and_turns_torque_off(virtual_bus, pty_client,
     assert c.write(2, A["torque_enable"], b"\x01").error & 0x80
     assert c.read_int(2, A["torque_enable"], 1) == 0          # stays off until reboot
     assert c.txrx(2, P.Instruction.REBOOT).error == 0x80      # answered before restarting
+    assert poll_until(lambda: c.txrx(2, P.Instruction.PING, timeout=0.1))   # silent while it boots
     assert c.read(2, A["hardware_error_status"], 1).error == 0
     assert c.read(1, A["hardware_error_status"], 1).error == 0
 

@@ -54,7 +54,7 @@ def test_sync_write_and_no_sync_or_bulk_read_on_ax(ax):
     assert ax.quiet()
 
 
-def test_mx_bulk_read_and_reboot(virtual_bus, pty_client):
+def test_mx_bulk_read_and_reboot(virtual_bus, pty_client, poll_until):
     mx = pty_client(virtual_bus(servos="1-2:MX-28", protocol=1), protocol=1)
     mx.send(BROADCAST, P.Instruction.BULK_READ,
             bytes((0, 2, 2, MX["model_number"], 1, 1, MX["id"])))
@@ -63,4 +63,5 @@ def test_mx_bulk_read_and_reboot(virtual_bus, pty_client):
     assert (r1.servo_id, r1.params) == (1, b"\x01")
     mx.write(1, MX["led"], b"\x01")
     assert mx.txrx(1, P.Instruction.REBOOT).error == 0
+    assert poll_until(lambda: mx.txrx(1, P.Instruction.PING, timeout=0.1))   # silent while it boots
     assert mx.read_int(1, MX["led"], 1) == 0

@@ -75,12 +75,15 @@ def test_eeprom_write_refused_while_torque_on(bus3):
     assert bus3.read_int(1, A["return_delay_time"], 1) == 0
 
 
-def test_reboot_restores_ram_defaults_and_keeps_eeprom(bus3):
+def test_reboot_restores_ram_defaults_and_keeps_eeprom(bus3, poll_until):
     bus3.write(2, A["return_delay_time"], b"\x07")           # EEPROM: survives
     bus3.write(2, A["position_p_gain"], u16(100))            # RAM: back to 800
     bus3.write(2, A["led"], b"\x01")
     bus3.write(2, A["torque_enable"], b"\x01")
     assert bus3.txrx(2, P.Instruction.REBOOT).error == 0
+    assert bus3.txrx(2, P.Instruction.PING, timeout=0.1) is None     # silent while it boots
+    assert bus3.txrx(1, P.Instruction.PING).error == 0               # the others are not
+    assert poll_until(lambda: bus3.txrx(2, P.Instruction.PING, timeout=0.1))
     assert bus3.read_int(2, A["torque_enable"], 1) == 0
     assert bus3.read_int(2, A["led"], 1) == 0
     assert bus3.read_int(2, A["position_p_gain"], 2) == 800
