@@ -208,3 +208,21 @@ def _poll_until(predicate, timeout: float = 5.0, interval: float = 0.01):
 def poll_until():
     """``poll_until(predicate, timeout=5.0)``: poll with a deadline (never a bare sleep to wait)."""
     return _poll_until
+
+
+@pytest.fixture
+def sdk_port():
+    """Factory: open ``path`` with dynamixel_sdk's PortHandler at ``baud``; closed at teardown."""
+    import dynamixel_sdk as dxl
+
+    ports = []
+
+    def open_port(path, baud=1_000_000):
+        port = dxl.PortHandler(path)
+        assert port.openPort() and port.setBaudRate(baud)
+        ports.append(port)
+        return port
+
+    yield open_port
+    for p in ports:
+        p.closePort()

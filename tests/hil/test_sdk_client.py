@@ -4,6 +4,7 @@ import dynamixel_sdk as dxl
 import pytest
 
 from servoloop.firmware_bridge.control_table import get_table
+from tests.hil.sdk_helpers import ok
 
 pytestmark = pytest.mark.hil
 
@@ -11,25 +12,6 @@ XM = {n: r.address for n, r in get_table("XM430-W350").registers.items()}
 AX = {n: r.address for n, r in get_table("AX-18A").registers.items()}
 
 
-@pytest.fixture
-def sdk_port():
-    ports = []
-
-    def open_port(path, baud=1_000_000):
-        port = dxl.PortHandler(path)
-        assert port.openPort() and port.setBaudRate(baud)
-        ports.append(port)
-        return port
-
-    yield open_port
-    for p in ports:
-        p.closePort()
-
-
-def ok(result):
-    *value, comm, err = result if isinstance(result, tuple) and len(result) == 3 else (None, *result)
-    assert comm == dxl.COMM_SUCCESS and err == 0, f"comm={comm} err={err}"
-    return value[0] if value else None
 
 
 def test_protocol2_ping_read_write(virtual_bus, sdk_port):

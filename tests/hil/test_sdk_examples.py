@@ -15,30 +15,13 @@ from __future__ import annotations
 import dynamixel_sdk as dxl
 import pytest
 
+from tests.hil.sdk_helpers import ok
+
 pytestmark = pytest.mark.hil
 
 TORQUE, LED, GOAL, MOVING, PRESENT, BAUD, PROTOCOL_TYPE = 64, 65, 116, 122, 132, 8, 13
 
 
-@pytest.fixture
-def sdk_port():
-    ports = []
-
-    def open_port(path, baud=1_000_000):
-        port = dxl.PortHandler(path)
-        assert port.openPort() and port.setBaudRate(baud)
-        ports.append(port)
-        return port
-
-    yield open_port
-    for p in ports:
-        p.closePort()
-
-
-def ok(result):
-    *value, comm, err = result if isinstance(result, tuple) and len(result) == 3 else (None, *result)
-    assert comm == dxl.COMM_SUCCESS and err == 0, f"comm={comm} err={err}"
-    return value[0] if value else None
 
 
 def to_protocol1(port, ids):

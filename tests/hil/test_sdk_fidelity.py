@@ -21,6 +21,7 @@ import yaml
 
 from servoloop.firmware_bridge import protocol as P
 from servoloop.firmware_bridge.control_table import get_table, load_table
+from tests.hil.sdk_helpers import ok
 
 pytestmark = pytest.mark.hil
 
@@ -31,25 +32,6 @@ AX = {n: r.address for n, r in get_table("AX-18A").registers.items()}
 MX = {n: r.address for n, r in get_table("MX-28").registers.items()}
 
 
-@pytest.fixture
-def sdk_port():
-    ports = []
-
-    def open_port(path, baud=1_000_000):
-        port = dxl.PortHandler(path)
-        assert port.openPort() and port.setBaudRate(baud)
-        ports.append(port)
-        return port
-
-    yield open_port
-    for p in ports:
-        p.closePort()
-
-
-def ok(result):
-    *value, comm, err = result if isinstance(result, tuple) and len(result) == 3 else (None, *result)
-    assert comm == dxl.COMM_SUCCESS and err == 0, f"comm={comm} err={err}"
-    return value[0] if value else None
 
 
 # ---------------------------------------------------------------- item 2: wheel mode on Protocol 1.0
