@@ -70,3 +70,29 @@ def test_config_protocol_checks():
     with pytest.raises(ConfigError, match="bus.protocol must be 1, 2 or mixed"):
         wheel_config(servos, "both", {}, RATE)
     assert wheel_config(servos, "mixed", {}, RATE).bus.protocol == "mixed"
+
+
+def test_mixed_velocity_tick_keeps_no_python_objects():
+    import tracemalloc
+
+    servos = [(1, "AX-18A", "position", 0.3), (2, "XM430-W350", "velocity", 0.0),
+              (3, "XL430-W250", "position", 0.1)]
+    cfg = wheel_config(servos, "mixed", {"velocity": {"j2": 1.0}}, 1000,
+                       safety={"comm_timeout_s": 1e6})
+    daemon, lock, _ = lockstep_daemon(cfg, servos, split=SPLIT)
+    try:
+        daemon.connect()
+        daemon.startup()
+        daemon.run_loop(0.5)        # warm every cache
+        tracemalloc.start(1)
+        before = tracemalloc.take_snapshot()
+        daemon.run_loop(2.0)        # 2 000 ticks
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        daemon.shutdown()
+    finally:
+        daemon.close_bus()
+        lock.close()
+    assert daemon.run_ticks == 2_500 and daemon.lifecycle.state.label == "done"
+    grown = sum(st.size_diff for st in after.compare_to(before, "filename") if st.size_diff > 0)
+    assert grown < 20_000, grown      # an object kept per tick would be >= 2 000 * 16 bytes
