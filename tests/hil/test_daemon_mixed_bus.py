@@ -46,9 +46,9 @@ def test_ax18a_and_xm430_on_one_port_both_hold_their_pose():
         assert packets[1] >= 2 * s["total_ticks"] and packets[2] >= 2 * s["total_ticks"], packets
 
 
-def test_mixed_bus_ax_holds_while_xm_wheel_turns():
+def test_mixed_bus_ax_goes_to_its_pose_while_xm_wheel_turns():
     servos = [(1, "AX-18A", "position", 0.3), (2, "XM430-W350", "velocity", 0.0)]
-    cfg = wheel_config(servos, "mixed", {"velocity": {"j2": 2.0}}, RATE)
+    cfg = wheel_config(servos, "mixed", {"pose": {"j1": -0.2}, "velocity": {"j2": 2.0}}, RATE)
     daemon, lock, position = lockstep_daemon(cfg, servos, split=SPLIT)
     log = sample(lock, position, [1, 2])
     try:
@@ -57,7 +57,8 @@ def test_mixed_bus_ax_holds_while_xm_wheel_turns():
         lock.close()
     assert s["state"] == "done" and s["bus_errors"] == {}, s
     q = np.array(log)
-    assert np.abs(q[:, 1] - 0.3).max() < 0.02
+    assert abs(q[0, 1] - 0.3) < 0.02                      # from its start pose (no jump) ...
+    assert np.abs(q[q[:, 0] > 1.0, 1] + 0.2).max() < 0.02  # ... to the commanded one (Protocol 1.0 write)
     assert speed(log, 2, 0.8, 1.9) == pytest.approx(2.0, rel=0.05)
 
 
