@@ -25,6 +25,7 @@ import logging
 
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.controller.servo_faults import OPERATING_MODES
+from servoloop.controller.velocity_mode import leave_wheel_mode, set_wheel_mode
 
 __all__ = ["servo_tables", "connect_bus", "configure_modes", "connect_report_text",
            "watchdog_ids", "prepare_bus_watchdog", "arm_bus_watchdog", "clear_bus_watchdog"]
@@ -78,6 +79,11 @@ def configure_modes(bus, cfg, tables) -> None:
         A read or write failed.
     """
     for s, t in zip(cfg.servos, tables, strict=False):
+        if "operating_mode" not in t.registers and "cw_angle_limit" in t.registers:  # AX / MX 1.0
+            if s.mode == "velocity":
+                set_wheel_mode(bus, s.id, s.joint)
+                continue
+            leave_wheel_mode(bus, s.id, s.joint, t)   # a previous velocity run left it turning freely
         if "operating_mode" not in t.registers:
             if s.mode != "position":
                 raise FaultRaised(Fault(FaultKind.CONFIG, f"servo {s.id} ({s.joint}): model {s.model} has no "

@@ -71,6 +71,8 @@ class JointReader:
     tables : sequence of ControlTable, same order
     names : registers to read from every servo
     effort : also read each servo's effort register into ``values["effort"]``
+    free_turning : ids of servos turning continuously (velocity / wheel mode): their own
+        group, read without the position plausibility check (their Present Position wraps)
 
     Attributes
     ----------
@@ -78,19 +80,20 @@ class JointReader:
     effort_units : list of str, per servo (``"A"`` or ``"ratio"``), when ``effort``
     """
 
-    def __init__(self, bus, ids, tables, names, effort: bool = False) -> None:
+    def __init__(self, bus, ids, tables, names, effort: bool = False, free_turning=()) -> None:
         self.bus = bus
         self.ids = list(ids)
         n = len(self.ids)
         self.names = list(names)
         groups: dict[tuple, list[int]] = {}
+        free = set(free_turning)
         for i, t in enumerate(tables):
             eff = effort_register(t) if effort else None
-            groups.setdefault((t.name, eff), []).append(i)
+            groups.setdefault((t.name, eff, self.ids[i] in free), []).append(i)
         self.groups = []
-        for (_model, eff), idx in groups.items():
+        for (_model, eff, turning), idx in groups.items():
             regs = self.names + ([eff] if eff else [])
-            reader = bus.sync_reader(regs, ids=[self.ids[i] for i in idx])
+            reader = bus.sync_reader(regs, ids=[self.ids[i] for i in idx], plausibility=not turning)
             self.groups.append((reader, np.array(idx, dtype=np.intp), eff))
         self.effort_units = []
         if effort:

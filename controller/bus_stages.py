@@ -44,9 +44,13 @@ class ReadStage:
         self.disabled = np.zeros(0, dtype=bool)
         self._index: dict = {}
 
-    def bind(self, bus, ids, tables) -> JointReader:
-        """Make the group reader; returns it (``values`` holds the (n,) arrays read each tick)."""
-        self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True)
+    def bind(self, bus, ids, tables, free_turning=()) -> JointReader:
+        """Make the group reader; returns it (``values`` holds the (n,) arrays read each tick).
+
+        ``free_turning``: ids of servos in velocity (wheel) mode, whose Present Position wraps
+        (read without the position plausibility check)."""
+        self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True,
+                                  free_turning=free_turning)
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -102,39 +106,75 @@ class ReadStage:
 
 
 class WriteStage:
-    """One sync write of goal positions (position servos) and goal currents (current servos).
+    """One sync write per goal register and protocol: goal positions (position servos), goal
+    currents (current servos), goal velocities (velocity / wheel mode servos).
+
+    Servos are grouped by the register their goal goes to, where it sits (models differ: AX
+    Goal Position is 2 bytes at 30, X 4 bytes at 116) and the protocol they speak (a mixed
+    bus); each group is one preallocated sync write (on Protocol 1.0: SYNC WRITE 0x83).
 
     Parameters
     ----------
     goal_servo : (n,) rad, servo goals, filled by the joint map each tick
     current_servo : (n,) A, servo goal currents, filled by the joint map
     errors : BusErrorCounts
+    velocity_servo : (n,) rad/s, servo goal velocities (velocity mode), filled by the loop
     """
 
-    def __init__(self, goal_servo: np.ndarray, current_servo: np.ndarray, errors: BusErrorCounts) -> None:
+    def __init__(self, goal_servo: np.ndarray, current_servo: np.ndarray, errors: BusErrorCounts,
+                 velocity_servo: np.ndarray | None = None) -> None:
         self.goal_servo = goal_servo
         self.current_servo = current_servo
+        self.velocity_servo = np.zeros_like(goal_servo) if velocity_servo is None else velocity_servo
         self.errors = errors
-        self.pos_writer = None
-        self.cur_writer = None
+        # (writer, servo indices or None for all in order, source array, preallocated buffer)
+        self.groups: list[tuple] = []
+        self.velocity_groups: list[tuple] = []
+
+    def _source(self, mode: str) -> np.ndarray:
+        return {"current": self.current_servo, "velocity": self.velocity_servo}.get(mode, self.goal_servo)
 
     def bind(self, bus, servos) -> None:
-        """Make the writers for the config's ``servos`` (position and current-mode ones)."""
+        """Make the writers for the config's ``servos`` (one per register, layout and protocol)."""
+        from servoloop.controller.velocity_mode import velocity_register
+
+        keyed: dict[tuple, list[int]] = {}
+        for i, s in enumerate(servos):
+            t = bus.table(s.id)
+            reg = {"current": "goal_current", "velocity": velocity_register(t)}.get(s.mode, "goal_position")
+            r = t[reg]
+            kind = s.mode if s.mode in ("current", "velocity") else "position"
+            keyed.setdefault((kind, reg, r.address, r.size, r.encoding, bus.protocol_of(s.id)), []).append(i)
         n = len(servos)
-        pos = [i for i, s in enumerate(servos) if s.mode != "current"]
-        cur = [i for i, s in enumerate(servos) if s.mode == "current"]
-        self._pos_index = np.array(pos, dtype=np.intp)
-        self._cur_index = np.array(cur, dtype=np.intp)
-        self._pos_buf = np.zeros(len(pos))
-        self._cur_buf = np.zeros(len(cur))
-        self.pos_writer = self._writer(bus, "goal_position", [servos[i].id for i in pos], n) if pos else None
-        self.cur_writer = self._writer(bus, "goal_current", [servos[i].id for i in cur], n) if cur else None
+        self.groups, self.velocity_groups = [], []
+        for (kind, reg, *_), idx in keyed.items():
+            ids = [servos[i].id for i in idx]
+            writer = bus.sync_writer(reg, ids=ids)
+            whole = idx == list(range(n))
+            group = (writer, None if whole else np.array(idx, dtype=np.intp), self._source(kind),
+                     None if whole else np.zeros(len(idx)))
+            self.groups.append(group)
+            if kind == "velocity":
+                self.velocity_groups.append(group)
+
+    @property
+    def pos_writer(self):
+        """The goal position writer of the first position group (None without one)."""
+        return next((g[0] for g in self.groups if g[0].name == "goal_position"), None)
+
+    @property
+    def cur_writer(self):
+        """The goal current writer of the first current group (None without one)."""
+        return next((g[0] for g in self.groups if g[0].name == "goal_current"), None)
 
     @staticmethod
-    def _writer(bus, register: str, ids: list[int], n: int):
-        if len(ids) == n:
-            return bus.sync_writer(register)
-        return bus.sync_writer(register, ids=ids)
+    def _write(groups) -> None:
+        for writer, idx, src, buf in groups:
+            if idx is None:
+                writer.write(src)
+            else:
+                np.take(src, idx, out=buf)
+                writer.write(buf)
 
     def send(self) -> bool:
         """Write this tick's goals; False when the write failed (counted).
@@ -145,15 +185,7 @@ class WriteStage:
             The port is gone.
         """
         try:
-            if self.pos_writer is not None:
-                if self.cur_writer is None:
-                    self.pos_writer.write(self.goal_servo)
-                else:
-                    np.take(self.goal_servo, self._pos_index, out=self._pos_buf)
-                    self.pos_writer.write(self._pos_buf)
-            if self.cur_writer is not None:
-                np.take(self.current_servo, self._cur_index, out=self._cur_buf)
-                self.cur_writer.write(self._cur_buf)
+            self._write(self.groups)
             return True
         except PortError as exc:
             self.errors.count(exc)
@@ -161,6 +193,17 @@ class WriteStage:
         except BridgeError as exc:
             self.errors.count(exc)
             return False
+
+    def stop_wheels(self) -> None:
+        """Velocity goal 0 rad/s to every velocity-mode servo, now (shutdown, before torque off).
+
+        Raises
+        ------
+        BridgeError
+            The write failed.
+        """
+        self.velocity_servo[:] = 0.0
+        self._write(self.velocity_groups)
 
 
 class MonitorStage:

@@ -59,7 +59,7 @@ __all__ = [
     "SHUTDOWN_MODES",
 ]
 
-SERVO_MODES = ("position", "current_position", "current")
+SERVO_MODES = ("position", "current_position", "current", "velocity")  # velocity: wheel mode
 SHUTDOWN_MODES = ("hold", "torque_off")
 HARDWARE_ERROR_REACTIONS = ("fault", "reboot", "disable_servo")
 #: keys of older configs, and what replaced them (a clear error, not a silent default)
@@ -76,7 +76,7 @@ class BusConfig:
 
     port: str | None = None
     baud: int = 1_000_000
-    protocol: int = 2
+    protocol: int | str = 2   # 1, 2 or "mixed" (1.0 and 2.0 servos on one port)
     fix_latency_timer: bool = True  # FTDI default is 16 ms per reply (field notes a1)
     fix_return_delay: bool = True  # default RDT 500 us per servo per read (a2)
 

@@ -52,8 +52,9 @@ def validate(cfg: RobotConfig, path: str | None) -> None:
             raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
         _check_model(s, i, where, err)
     b = cfg.bus
-    if b.protocol not in (1, 2):
-        raise err(f"bus.protocol must be 1 or 2, got {b.protocol}", "bus.protocol")
+    if b.protocol not in (1, 2, "mixed"):
+        raise err(f"bus.protocol must be 1, 2 or mixed, got {b.protocol!r}", "bus.protocol")
+    _check_protocols(cfg, err)
     if b.baud <= 0:
         raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
     lp = cfg.loop
@@ -100,6 +101,20 @@ def validate(cfg: RobotConfig, path: str | None) -> None:
         raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
     if cfg.logging.max_files < 1:
         raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
+
+
+def _check_protocols(cfg, err) -> None:
+    """A Protocol-1.0-only model is not on a 2.0 bus; velocity mode exists on each velocity servo."""
+    from servoloop.firmware_bridge.control_table import get_table
+
+    for i, s in enumerate(cfg.servos):
+        t = get_table(s.model)
+        if t.protocol == 1 and cfg.bus.protocol == 2:   # an X servo may speak 1.0 (Protocol Type 1)
+            raise err(f"servos[{i}] (id {s.id}): {t.name} speaks Protocol 1.0 only, bus.protocol is 2; "
+                      "use bus.protocol: mixed for 1.0 and 2.0 servos on one port", "bus.protocol")
+        if s.mode == "velocity" and not ({"goal_velocity", "operating_mode"} <= set(t.registers)
+                                         or {"moving_speed", "cw_angle_limit"} <= set(t.registers)):
+            raise err(f"servos[{i}] (id {s.id}): {t.name} has no velocity (wheel) mode", f"servos[{i}].mode")
 
 
 def _check_model(s, i: int, where: str, err) -> None:

@@ -336,10 +336,16 @@ class Daemon:
         if self._torque_on:
             self.cmd.kp[:] = 0.0
             self.cmd.effort[:] = 0.0
+            self.cmd.velocity[:] = 0.0  # wheels decelerate (acceleration-limited) during the stop cycles
             for _ in range(self.cfg.shutdown.stop_cycles):
                 if self._hard_stop is not None:
                     raise FaultRaised(Fault(FaultKind.SIGNAL, self._hard_stop))
                 self.loop.tick()
+            if self.loop.joint_map.any_velocity:
+                try:  # then 0 rad/s, before torque off (or to hold still with shutdown.mode hold)
+                    self.loop.write.stop_wheels()
+                except BridgeError as exc:
+                    raise FaultRaised(Fault(FaultKind.SHUTDOWN, f"shutdown: velocity 0 failed: {exc}")) from exc
             torque_off = self.cfg.shutdown.mode == "torque_off" or self._signal_torque_off
             is_current = self.loop.joint_map.is_current
             if torque_off or self.loop.joint_map.any_current:

@@ -5,6 +5,7 @@
     q_joint  = direction * (q_servo - offset)          (rad)
     dq_joint = direction * dq_servo                    (rad/s)
     q_servo  = direction * q_joint + offset
+    v_servo  = direction * v_joint                     (velocity mode goals, rad/s)
 
 A joint torque ``tau`` (N*m) reaches a servo in one of two ways:
 
@@ -39,6 +40,7 @@ class JointMap:
     inv_kt, inv_stiffness : (n,) 1/k_t and 1/k_p, 0 where unknown
     current_limit : (n,) A, Goal Current range (inf until :meth:`set_current_limits`)
     is_current : (n,) bool, servo in current mode
+    is_velocity : (n,) bool, servo in velocity (wheel) mode: its goal is a velocity
     """
 
     def __init__(self, servos) -> None:
@@ -48,6 +50,8 @@ class JointMap:
         self.offset = np.array([s.offset for s in servos], dtype=float)
         self.is_current = np.array([s.mode == "current" for s in servos], dtype=bool)
         self.any_current = bool(self.is_current.any())
+        self.is_velocity = np.array([s.mode == "velocity" for s in servos], dtype=bool)
+        self.any_velocity = bool(self.is_velocity.any())
         kt = np.array([s.torque_constant or np.nan for s in servos], dtype=float)
         self.kt = kt
         self.inv_kt = np.where(np.isfinite(kt) & (kt > 0), 1.0 / np.where(kt > 0, kt, 1.0), 0.0)
@@ -97,6 +101,10 @@ class JointMap:
         np.multiply(command.effort, self.inv_stiffness, out=out)
         np.add(command.position, out, out=out)
         return out
+
+    def velocity_to_servo(self, velocity_goal: np.ndarray, velocity_servo: np.ndarray) -> None:
+        """Servo velocity goals (rad/s, ``velocity_servo`` out) from joint velocity goals (rad/s)."""
+        np.multiply(velocity_goal, self.direction, out=velocity_servo)
 
     def to_servo(self, goal, command, state, goal_servo, current_servo) -> None:
         """Servo goals from the (safe) joint goal.

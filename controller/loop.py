@@ -8,8 +8,9 @@
       -> estimate   servo -> joint                        (estimator.Estimator)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
       -> safety     limits, clamp, slew limit, comm ladder, late ticks (safety.SafetyStage)
-      -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap)
-      -> write      one sync write                        (bus_stages.WriteStage)
+      -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap);
+                    velocity (wheel) mode joints: velocity goal clamped and acceleration-limited
+      -> write      one sync write per goal register / protocol (bus_stages.WriteStage)
       -> record     one telemetry ring row                (telemetry.TickRecorder)
 
 Every array is allocated in :class:`ControlLoop`'s constructor (or at
@@ -41,7 +42,18 @@ from servoloop.controller.slew import joint_max_velocity
 from servoloop.controller.startup_ramp import StartupRamp
 from servoloop.controller.telemetry import TelemetryRing, TickRecorder
 
-__all__ = ["ControlLoop"]
+__all__ = ["ControlLoop", "velocity_limits"]
+
+
+def velocity_limits(bus, servos, tables) -> np.ndarray:
+    """Per servo, the speed (rad/s) its goal velocity register accepts: X's Velocity Limit
+    register (EEPROM, read now; a goal above it is refused with a Limit Error), inf elsewhere."""
+    out = np.full(len(servos), np.inf)
+    for i, (s, t) in enumerate(zip(servos, tables, strict=True)):
+        if s.mode == "velocity" and "velocity_limit" in t.registers:
+            r = t.registers["velocity_limit"]
+            out[i] = bus.read_raw(s.id, "velocity_limit") * r.scale
+    return out
 
 _RUN = int(State.RUN)
 
@@ -66,6 +78,7 @@ class ControlLoop:
     cmd : Command (n), what the control stage asks for
     goal : (n,) rad, joint goal after safety
     goal_servo, current_servo : (n,) servo goals, rad and A
+    velocity_goal, velocity_servo : (n,) rad/s, joint and servo velocity goals (velocity mode joints)
     errors : BusErrorCounts, bus errors per kind
     ticks, run_ticks, comm_errors : int counters (all ticks, run-state ticks, failed ticks)
     """
@@ -88,6 +101,8 @@ class ControlLoop:
         self.goal = np.zeros(n)
         self.goal_servo = np.zeros(n)
         self.current_servo = np.zeros(n)
+        self.velocity_goal = np.zeros(n)
+        self.velocity_servo = np.zeros(n)
         self._tmp = np.zeros(n)
 
         self.errors = BusErrorCounts()
@@ -98,12 +113,13 @@ class ControlLoop:
         ramp = StartupRamp(ctx, cfg.startup.via, int(round(cfg.startup.ramp_s * cfg.loop.rate_hz)))
         self.control = ControlStage(controller, ramp, self.state, self.cmd, event)
         self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper,
-                                  joint_max_velocity(servos, cfg.safety), cfg.loop.rate_hz, event)
+                                  joint_max_velocity(servos, cfg.safety), cfg.loop.rate_hz, event,
+                                  velocity_joints=self.joint_map.is_velocity)
         self.servo_faults.on_restore = self._on_servo_restored
         self.servo_faults.on_disable = self._on_servo_disabled
         self.disabled = np.zeros(n, dtype=bool)
         self.any_disabled = False
-        self.write = WriteStage(self.goal_servo, self.current_servo, self.errors)
+        self.write = WriteStage(self.goal_servo, self.current_servo, self.errors, self.velocity_servo)
         self.monitor = MonitorStage(self.safety, self.errors, n)
         cap = max(64, int(cfg.logging.ring_s * cfg.loop.rate_hz))
         self.ring = TelemetryRing(self.joint_names, cap)
@@ -125,7 +141,8 @@ class ControlLoop:
     def bind(self, bus, tables, readonly: bool) -> None:
         """Make the readers and writers on the open ``bus`` (``tables``: control tables, config order)."""
         self.readonly = readonly
-        reader = self.read.bind(bus, self.ids, tables)
+        turning = [sid for sid, v in zip(self.ids, self.joint_map.is_velocity, strict=True) if v]
+        reader = self.read.bind(bus, self.ids, tables, free_turning=turning)
         v = reader.values
         self.estimate.bind(v["present_position"], v["present_velocity"], v["effort"])
         self.joint_map.set_effort_units(reader.effort_units)
@@ -140,6 +157,8 @@ class ControlLoop:
             if r is not None and r.max_raw is not None:
                 limits[i] = abs((r.max_raw - r.zero_raw) * r.scale)
         self.joint_map.set_current_limits(limits)
+        if self.joint_map.any_velocity:
+            self.safety.velocity.set_max_velocity(velocity_limits(bus, self.cfg.servos, tables))
 
     def start(self) -> None:
         """Anchor the deadline grid now: the first tick is one period away."""
@@ -153,6 +172,7 @@ class ControlLoop:
         jm = self.joint_map
         q = jm.direction[i] * (present_servo - jm.offset[i])
         self.safety.slew.reset_joint(i, q)
+        self.safety.velocity.reset(i)  # a wheel comes back at rest
         comm = self.safety.comm
         comm.last_ok_ns[:] = now_ns  # the reboot's silence is not a comm timeout
         comm.last_tick_ok_ns = now_ns
@@ -174,6 +194,9 @@ class ControlLoop:
         self.joint_map.offset_goal(self.cmd, self._tmp)
         self.safety.clamp(self._tmp, self.goal)
         self.joint_map.to_servo(self.goal, self.cmd, self.state, self.goal_servo, self.current_servo)
+        if self.joint_map.any_velocity:
+            self.safety.clamp_velocity(self.cmd.velocity, self.velocity_goal)
+            self.joint_map.velocity_to_servo(self.velocity_goal, self.velocity_servo)
 
     def tick(self) -> None:
         """Wait for the next deadline and run every stage once.

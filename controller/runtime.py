@@ -106,7 +106,9 @@ class VirtualBusProcess:
             cmd += ["--config", str(self.cfg.source)]     # the robot's own URDF and contacts
         else:
             cmd += ["--servos", servo_spec_arg(self.cfg)]
-        cmd += ["--protocol", str(self.cfg.bus.protocol), "--baud", str(self.cfg.bus.baud)]
+        if self.cfg.bus.protocol != "mixed":      # mixed: each servo speaks its table's protocol
+            cmd += ["--protocol", str(self.cfg.bus.protocol)]
+        cmd += ["--baud", str(self.cfg.bus.baud)]
         if self.cfg.simulation.plant:
             cmd += ["--plant", self.cfg.simulation.plant]
         if self.faults:
@@ -237,7 +239,9 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
     kwargs = {}
     if faults:
         kwargs["faults"] = faults
-    virtual = InProcessVirtualBus(servos, plant, cfg.bus.protocol, **kwargs)
+    # a mixed bus: each emulated servo speaks its control table's protocol (protocol None)
+    virtual = InProcessVirtualBus(servos, plant, None if cfg.bus.protocol == "mixed" else cfg.bus.protocol,
+                                  **kwargs)
     clock = SimulatedClock(on_advance=virtual.advance)
     bus = make_bus(cfg, virtual.port, on_after_write=virtual.pump)
     return Lockstep(virtual, clock, bus)

@@ -14,7 +14,7 @@ import numpy as np
 
 from servoloop.controller.comm_policy import CommPolicy
 from servoloop.controller.faults import Fault, FaultKind
-from servoloop.controller.slew import SlewLimiter
+from servoloop.controller.slew import SlewLimiter, VelocitySlew
 
 __all__ = ["LimitChecker", "SafetyStage"]
 
@@ -45,6 +45,16 @@ class LimitChecker:
         self._b1 = np.zeros(n, dtype=bool)
         self._b2 = np.zeros(n, dtype=bool)
         self.last_index = -1  # joint index of the last check that failed
+        # joints whose measured position is not checked: velocity (wheel) mode joints turn freely
+        self.unchecked = np.zeros(n, dtype=bool)
+        self._checked = np.ones(n, dtype=bool)
+        self.any_unchecked = False
+
+    def skip_measured(self, mask) -> None:
+        """Measured positions of the joints in ``mask`` ((n,) bool) are not checked against limits."""
+        self.unchecked[:] = mask
+        np.logical_not(self.unchecked, out=self._checked)
+        self.any_unchecked = bool(self.unchecked.any())
 
     def widen_to(self, q: np.ndarray) -> None:
         """Let the start pose ``q`` (rad) stand until :meth:`restore`.
@@ -86,6 +96,8 @@ class LimitChecker:
             np.less(q, self.lower_fault, out=self._b1)
             np.greater(q, self.upper_fault, out=self._b2)
         np.logical_or(self._b1, self._b2, out=self._b1)
+        if self.any_unchecked:
+            np.logical_and(self._b1, self._checked, out=self._b1)
         if not self._b1.any():
             return None
         i = self.last_index = int(np.argmax(self._b1))
@@ -119,25 +131,32 @@ class SafetyStage:
     safety : SafetyConfig
     joint_names, servo_ids : sequences (n), config order
     lower, upper : (n,) joint limits, rad
-    max_velocity : (n,) rad/s goal slew limit per joint (``slew.joint_max_velocity``)
+    max_velocity : (n,) rad/s goal slew limit per joint (``slew.joint_max_velocity``); velocity
+        mode joints: the limit of their velocity goal
     rate_hz : float, loop rate
     event : callable(kind, message), the daemon's event log
+    velocity_joints : (n,) bool or None, joints whose servo is in velocity (wheel) mode: their
+        measured position is not limit-checked (they turn freely)
 
     Attributes
     ----------
     limits : LimitChecker (clamping the command, measured positions, monitor ranges)
     slew : SlewLimiter (the goal's speed / acceleration, from the goal written last tick)
+    velocity : VelocitySlew (velocity goals: +-max_velocity, acceleration limited, from 0)
     comm : CommPolicy (per-servo comm errors, the ok -> warn -> hold -> timeout ladder)
     consecutive_missed : int, late ticks in a row
     """
 
     def __init__(self, safety, joint_names, servo_ids, lower, upper, max_velocity=None,
-                 rate_hz: float = 1000.0, event=None) -> None:
+                 rate_hz: float = 1000.0, event=None, velocity_joints=None) -> None:
         self.cfg = safety
         n = len(tuple(servo_ids))
         self.limits = LimitChecker(joint_names, servo_ids, lower, upper, safety.position_margin)
         vmax = np.full(n, np.inf) if max_velocity is None else max_velocity
         self.slew = SlewLimiter(vmax, safety.max_acceleration, 1.0 / rate_hz)
+        self.velocity = VelocitySlew(vmax, safety.max_acceleration, 1.0 / rate_hz)
+        if velocity_joints is not None:
+            self.limits.skip_measured(velocity_joints)
         self.comm = CommPolicy(servo_ids, joint_names, safety, rate_hz, event or (lambda kind, msg: None))
         self.consecutive_missed = 0
 
@@ -173,6 +192,10 @@ class SafetyStage:
             if lim._b1.any():
                 np.copyto(out, self.slew.last, where=lim._b1)
         return self.slew.limit(out, out)
+
+    def clamp_velocity(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` := velocity goal ``goal`` (rad/s) within +-max_velocity and the acceleration limit."""
+        return self.velocity.limit(goal, out)
 
     def record_comm(self, ok: bool, failed: np.ndarray, now_ns: int) -> Fault | None:
         """Record the tick's bus outcome (``failed``: (n,) bool per servo); a fault at comm timeout."""

@@ -24,7 +24,7 @@ __all__ = ["config_schema"]
 _ENUMS = {
     ("ServoConfig", "mode"): C.SERVO_MODES,
     ("ShutdownConfig", "mode"): C.SHUTDOWN_MODES,
-    ("BusConfig", "protocol"): (1, 2),
+    ("BusConfig", "protocol"): (1, 2, "mixed"),
 }
 
 

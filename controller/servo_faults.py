@@ -34,7 +34,7 @@ __all__ = ["ServoFaultHandler", "OPERATING_MODES", "hardware_error_text"]
 log = logging.getLogger("servoloop.daemon")
 
 #: X-series Operating Mode register values for the config's servo modes
-OPERATING_MODES = {"current": 0, "position": 3, "current_position": 5}
+OPERATING_MODES = {"current": 0, "velocity": 1, "position": 3, "current_position": 5}
 
 #: Hardware Error Status bits (X-series e-Manual)
 _HW_BITS = {0: "input voltage", 2: "overheating", 3: "motor encoder", 4: "electrical shock", 5: "overload"}
@@ -172,7 +172,10 @@ class ServoFaultHandler:
             if "operating_mode" in self.tables[i].registers:
                 bus.write(sid, "operating_mode", OPERATING_MODES[s.mode])
             present = bus.read(sid, "present_position")
-            if s.mode != "current":
+            if s.mode == "velocity":        # a wheel comes back at rest
+                bus.write(sid, "goal_velocity" if "goal_velocity" in self.tables[i].registers
+                          else "moving_speed", 0.0)
+            elif s.mode != "current":
                 bus.write(sid, "goal_position", present)
             bus.write(sid, "torque_enable", 1)
             # a reboot resets the Bus Watchdog to 0: arm it again for this servo

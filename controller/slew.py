@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SlewLimiter", "joint_max_velocity"]
+__all__ = ["SlewLimiter", "VelocitySlew", "joint_max_velocity", "DEFAULT_VELOCITY_RAMP_S"]
+
+#: without ``safety.max_acceleration``, a velocity-mode joint reaches ``max_velocity`` from rest
+#: in this many seconds at the least (its acceleration limit is ``max_velocity / DEFAULT_VELOCITY_RAMP_S``)
+DEFAULT_VELOCITY_RAMP_S = 0.25
 
 
 def joint_max_velocity(servos, safety) -> np.ndarray:
@@ -116,5 +120,62 @@ class SlewLimiter:
         if self.held.any():
             self.step[self.held] = 0.0
         np.add(self.last, self.step, out=out)
+        self.last[:] = out
+        return out
+
+
+class VelocitySlew:
+    """Velocity goals of velocity (wheel) mode joints: clamped to +-``max_velocity``,
+    changed by at most ``max_acceleration * dt`` per tick, in place.
+
+    Parameters
+    ----------
+    max_velocity : (n,) rad/s per joint (inf where unlimited)
+    max_acceleration : rad/s^2 or None: ``max_velocity / DEFAULT_VELOCITY_RAMP_S`` per joint
+    dt : s, the loop's nominal period
+
+    Attributes
+    ----------
+    last : (n,) rad/s, the velocity goal of the last :meth:`limit` (what was written); starts at
+        0 (a wheel starts at rest: never a jump at torque on)
+    """
+
+    def __init__(self, max_velocity, max_acceleration: float | None, dt: float) -> None:
+        self.max_velocity = np.asarray(max_velocity, dtype=float).copy()
+        n = self.max_velocity.shape[0]
+        if max_acceleration is None:
+            acc = self.max_velocity / DEFAULT_VELOCITY_RAMP_S
+        else:
+            acc = np.full(n, float(max_acceleration))
+        # an unlimited speed with no acceleration limit given: no ramp either
+        self.max_dv = np.where(np.isfinite(acc), acc * float(dt), np.inf)  # rad/s per tick
+        self._neg_vmax = -self.max_velocity
+        self.last = np.zeros(n)
+        self._lo = np.zeros(n)
+        self._hi = np.zeros(n)
+        self._nan = np.zeros(n, dtype=bool)
+
+    def set_max_velocity(self, vmax) -> None:
+        """Tighter speed limits (rad/s, (n,)): e.g. a servo's Velocity Limit register."""
+        np.minimum(self.max_velocity, vmax, out=self.max_velocity)
+        np.negative(self.max_velocity, out=self._neg_vmax)
+
+    def reset(self, i: int | None = None) -> None:
+        """Velocity goal 0 (at rest) for joint ``i``, or every joint."""
+        if i is None:
+            self.last[:] = 0.0
+        else:
+            self.last[i] = 0.0
+
+    def limit(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` := ``goal`` (rad/s) clamped to the speed limit, moved from :attr:`last` by at
+        most one tick's acceleration; NaN holds the last goal.  ``last`` := ``out``."""
+        np.clip(goal, self._neg_vmax, self.max_velocity, out=out)
+        np.isnan(goal, out=self._nan)
+        if self._nan.any():  # a controller bug never reaches a wheel: hold the last goal
+            np.copyto(out, self.last, where=self._nan)
+        np.subtract(self.last, self.max_dv, out=self._lo)
+        np.add(self.last, self.max_dv, out=self._hi)
+        np.clip(out, self._lo, self._hi, out=out)
         self.last[:] = out
         return out

@@ -135,6 +135,8 @@ def hold_present_pose(loop, bus, ids, readonly: bool, startup_margin: float) -> 
         loop.safety.slew.reset(loop.goal)
         loop.joint_map.to_servo(loop.goal, loop.cmd, state, loop.goal_servo, loop.current_servo)
         loop.current_servo[:] = 0.0  # no torque burst on current-mode servos either
+        loop.velocity_servo[:] = 0.0  # velocity-mode servos start at rest, then accelerate
+        loop.safety.velocity.reset()
         loop.write.send()
         for sid in ids:
             _write_retry(bus, sid, "torque_enable", 1, loop.errors)

@@ -15,6 +15,12 @@ timer on ttyUSB, a few ms elsewhere) -- never a fixed 16 ms.
 
 Every failure raises a :mod:`firmware_bridge.errors` exception that names
 the servo; a group read also sets the failed servos' values to NaN.
+
+A **mixed** bus (``protocol="mixed"``) carries Protocol 1.0 and 2.0 servos on
+one port, as a real chain of AX and X servos does: each servo is addressed
+in its control table's protocol (a servo ignores packets of the other one),
+so every instruction, group read and group write is built per protocol;
+:class:`SyncReader`/:class:`SyncWriter` groups must not span both.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ __all__ = ["Bus", "ServoSpec", "ServoHealth", "ConnectReport", "SyncReader", "Sy
 # ~20-50 us measured on AX and MX (FIELD-NOTES c1); 100 us keeps us on the safe side.
 SERVO_TURNAROUND_S = 100e-6
 BROADCAST_ID = 0xFE
+MIXED = "mixed"   # Bus(protocol=MIXED): Protocol 1.0 and 2.0 servos on one port
 
 
 def reply_timeout_s(baud: int, tx_bytes: int, rx_bytes: int, n_replies: int,
@@ -114,7 +121,7 @@ class ConnectReport:
 
     port: str
     baud: int
-    protocol: int
+    protocol: int | str          # 1, 2 or "mixed"
     servos: list[dict] = field(default_factory=list)
     latency_timer_ms: int | str = "n/a"
     latency_timer_fixed: bool = False
@@ -135,8 +142,9 @@ class Bus:
         Device or pty path.
     baud : int
         Bits per second.
-    protocol : {1, 2}
-        Dynamixel protocol version spoken on this bus.
+    protocol : {1, 2, "mixed"}
+        Dynamixel protocol version spoken on this bus; ``"mixed"``: each servo
+        speaks its control table's protocol (1.0 and 2.0 on one port).
     servos : list of ServoSpec
         The servos this bus drives (ids unique).
     on_after_write : callable or None
@@ -147,11 +155,11 @@ class Bus:
         the FTDI latency timer + 1 ms on ttyUSB, 3 ms elsewhere.
     """
 
-    def __init__(self, port: str, baud: int = 1_000_000, protocol: int = 2,
+    def __init__(self, port: str, baud: int = 1_000_000, protocol: int | str = 2,
                  servos: list[ServoSpec] | None = None, on_after_write=None,
                  timeout_margin_s: float | None = None):
-        if protocol not in (1, 2):
-            raise ValueError(f"protocol must be 1 or 2, not {protocol!r}")
+        if protocol not in (1, 2, MIXED):
+            raise ValueError(f"protocol must be 1, 2 or {MIXED!r}, not {protocol!r}")
         self.port = str(port)
         self.baud = int(baud)
         self.protocol = protocol
@@ -165,7 +173,11 @@ class Bus:
         self.tables: dict[int, ControlTable] = {s.id: get_table(s.model) for s in self.servos}
         for s in self.servos:
             if self.tables[s.id].protocol == 1 and protocol == 2:
-                raise ValueError(f"servo {s.id} ({s.model}) speaks Protocol 1.0 only; bus is 2.0")
+                raise ValueError(f"servo {s.id} ({s.model}) speaks Protocol 1.0 only; bus is 2.0 "
+                                 f"(protocol={MIXED!r} puts 1.0 and 2.0 servos on one port)")
+        # the protocol each servo is addressed in (a mixed bus: its control table's)
+        self._proto: dict[int, int] = {
+            s.id: (self.tables[s.id].protocol if protocol == MIXED else protocol) for s in self.servos}
         self.on_after_write = on_after_write
         self._margin_override = timeout_margin_s
         self.timeout_margin_s = 0.003 if timeout_margin_s is None else float(timeout_margin_s)
@@ -228,6 +240,25 @@ class Bus:
     def register(self, servo_id: int, name: str) -> Register:
         return self.table(servo_id)[name]
 
+    def protocol_of(self, servo_id: int) -> int:
+        """The protocol (1 or 2) ``servo_id`` is addressed in on this bus."""
+        p = self._proto.get(servo_id)
+        if p is not None:
+            return p
+        if self.protocol == MIXED:
+            raise KeyError(f"servo {servo_id} is not configured on the mixed bus {self.port}: "
+                           "its protocol is unknown")
+        return self.protocol
+
+    def group_protocol(self, ids, what: str) -> int:
+        """The one protocol of ``ids``; ValueError naming the servos when they mix both."""
+        protos = {self.protocol_of(i) for i in ids}
+        if len(protos) != 1:
+            p1 = [i for i in ids if self.protocol_of(i) == 1]
+            raise ValueError(f"{what} on {self.port}: servos {p1} speak Protocol 1.0, the others "
+                             "2.0; make one group per protocol")
+        return protos.pop()
+
     def _rdt(self, ids) -> float:
         return max((self.return_delay_s.get(i, 500e-6) for i in ids), default=500e-6)
 
@@ -250,13 +281,13 @@ class Bus:
     def _health(self, servo_id: int) -> ServoHealth:
         return self._health_d.setdefault(servo_id, ServoHealth())
 
-    def _transact(self, tx: bytes, ids, max_data: int, per_reply_bytes: int):
-        """Write ``tx``, collect replies for ``ids``; translate failures to exceptions."""
+    def _transact(self, tx: bytes, ids, max_data: int, per_reply_bytes: int, protocol: int):
+        """Write ``tx``, collect replies for ``ids`` in ``protocol``; failures to exceptions."""
         self._require_open()
         n = 253 if ids is None else len(ids)
         timeout = self._timeout(len(tx), n * per_reply_bytes, n, ids or ())
         self._dirty[0] = 1
-        replies, garbage, port_error = _busio.transact(self.fd, self.protocol, tx, ids, timeout,
+        replies, garbage, port_error = _busio.transact(self.fd, protocol, tx, ids, timeout,
                                                        max_data, self.on_after_write)
         self.garbage_bytes += garbage
         if port_error:
@@ -298,10 +329,12 @@ class Bus:
         h = self._health(servo_id)
         h.error_bits += 1
         h.last_error_raw = err
-        bits = decode_error(self.protocol, err)
-        if is_hardware_error(self.protocol, err):
+        proto = self.protocol_of(servo_id) if servo_id in self._proto else (
+            2 if self.protocol == MIXED else self.protocol)
+        bits = decode_error(proto, err)
+        if is_hardware_error(proto, err):
             h.hardware_errors += 1
-            if self.protocol == 2 and hw_status is None:
+            if proto == 2 and hw_status is None:
                 hw_status = self._hardware_error_status(servo_id)
             if hw_status is not None:
                 h.last_hardware_error_status = hw_status
@@ -321,7 +354,7 @@ class Bus:
             return None
         reg = table["hardware_error_status"]
         try:
-            replies, _ = self._transact(_codec.read(2, servo_id, reg.address, 1), [servo_id], 1, 12)
+            replies, _ = self._transact(_codec.read(2, servo_id, reg.address, 1), [servo_id], 1, 12, 2)
         except PortError:
             return None
         code, _err, params = replies[servo_id]
@@ -334,20 +367,21 @@ class Bus:
 
     def ping_info(self, servo_id: int) -> tuple[int, int | None]:
         """(model number, firmware version or None) of one servo."""
-        if self.protocol == 2:
-            replies, t = self._transact(_codec.ping(2, servo_id), [servo_id], 3, 14)
+        if self.protocol_of(servo_id) == 2:
+            replies, t = self._transact(_codec.ping(2, servo_id), [servo_id], 3, 14, 2)
             p = self._check_reply(servo_id, replies[servo_id], t, 3, "ping")
             return p[0] | (p[1] << 8), p[2]
         # Protocol 1.0 PING carries no data: ping, then read model number (0) and firmware (2)
-        replies, t = self._transact(_codec.ping(1, servo_id), [servo_id], 0, 6)
+        replies, t = self._transact(_codec.ping(1, servo_id), [servo_id], 0, 6, 1)
         self._check_reply(servo_id, replies[servo_id], t, 0, "ping")
-        replies, t = self._transact(_codec.read(1, servo_id, 0, 3), [servo_id], 3, 9)
+        replies, t = self._transact(_codec.read(1, servo_id, 0, 3), [servo_id], 3, 9, 1)
         p = self._check_reply(servo_id, replies[servo_id], t, 3, "read model number")
         return p[0] | (p[1] << 8), p[2]
 
     def broadcast_ping(self, wait_s: float | None = None) -> dict[int, tuple[int, int]]:
-        """Protocol 2.0 broadcast ping: {id: (model number, firmware)} of every servo that answers."""
-        if self.protocol != 2:
+        """Protocol 2.0 broadcast ping: {id: (model number, firmware)} of every servo that answers
+        (on a mixed bus: the 2.0 servos)."""
+        if self.protocol == 1:
             raise ValueError("broadcast ping needs Protocol 2.0; use per-id pings on 1.0")
         self._require_open()
         tx = _codec.ping(2, BROADCAST_ID)
@@ -363,8 +397,9 @@ class Bus:
     def read_raw(self, servo_id: int, name: str) -> int:
         """Signed raw value of one register of one servo."""
         reg = self.register(servo_id, name)
-        tx = _codec.read(self.protocol, servo_id, reg.address, reg.size)
-        replies, t = self._transact(tx, [servo_id], reg.size, 11 + reg.size)
+        proto = self.protocol_of(servo_id)
+        tx = _codec.read(proto, servo_id, reg.address, reg.size)
+        replies, t = self._transact(tx, [servo_id], reg.size, 11 + reg.size, proto)
         p = self._check_reply(servo_id, replies[servo_id], t, reg.size, f"read {name}")
         return decode_raw(reg, int.from_bytes(p, "little"))
 
@@ -379,9 +414,10 @@ class Bus:
             raise ValueError(f"register {name} of servo {servo_id} is read-only")
         data = encode_raw(reg, raw).to_bytes(reg.size, "little")
         build = _codec.reg_write if reg_write else _codec.write
-        tx = build(self.protocol, servo_id, reg.address, data)
+        proto = self._broadcast_protocol() if servo_id == BROADCAST_ID else self.protocol_of(servo_id)
+        tx = build(proto, servo_id, reg.address, data)
         ids = [] if servo_id == BROADCAST_ID else [servo_id]
-        replies, t = self._transact(tx, ids, 0, 11)
+        replies, t = self._transact(tx, ids, 0, 11, proto)
         if ids:
             self._check_reply(servo_id, replies[servo_id], t, None, f"write {name}")
 
@@ -389,6 +425,12 @@ class Bus:
         """Write an SI value (dimensionless registers take their raw integer)."""
         reg = self.register(servo_id, name) if servo_id != BROADCAST_ID else self._any_register(name)
         self.write_raw(servo_id, name, from_si(reg, value), reg_write=reg_write)
+
+    def _broadcast_protocol(self) -> int:
+        if self.protocol == MIXED:
+            raise ValueError(f"a broadcast on the mixed bus {self.port} reaches one protocol's "
+                             "servos only; address the servos one by one")
+        return self.protocol
 
     def _any_register(self, name: str) -> Register:
         regs = {(r.address, r.size) for t in self.tables.values() if name in t for r in [t[name]]}
@@ -399,7 +441,8 @@ class Bus:
     def action(self, servo_id: int = BROADCAST_ID) -> None:
         """Execute the instructions stored by ``write(..., reg_write=True)``."""
         ids = [] if servo_id == BROADCAST_ID else [servo_id]
-        replies, t = self._transact(_codec.action(self.protocol, servo_id), ids, 0, 11)
+        proto = self._broadcast_protocol() if servo_id == BROADCAST_ID else self.protocol_of(servo_id)
+        replies, t = self._transact(_codec.action(proto, servo_id), ids, 0, 11, proto)
         if ids:
             self._check_reply(servo_id, replies[servo_id], t, None, "action")
 
@@ -409,9 +452,10 @@ class Bus:
         The reply still carries the alert bit of the error being cleared: only
         an error number fails the reboot.
         """
-        replies, t = self._transact(_codec.reboot(self.protocol, servo_id), [servo_id], 0, 11)
+        proto = self.protocol_of(servo_id)
+        replies, t = self._transact(_codec.reboot(proto, servo_id), [servo_id], 0, 11, proto)
         code, err, params = replies[servo_id]
-        if self.protocol == 2:
+        if proto == 2:
             err &= 0x7F
         elif err:
             err &= ~0x25  # 1.0: voltage / overheating / overload bits describe the old state
@@ -419,25 +463,40 @@ class Bus:
 
     def factory_reset(self, servo_id: int, option: int = 0x02, *, confirm: bool = False) -> None:
         """Factory reset (guarded: ``confirm=True``).  Default keeps ID and baud rate (2.0)."""
-        tx = _codec.factory_reset(self.protocol, servo_id, option, confirm=confirm)
-        replies, t = self._transact(tx, [servo_id], 0, 11)
+        proto = self.protocol_of(servo_id)
+        tx = _codec.factory_reset(proto, servo_id, option, confirm=confirm)
+        replies, t = self._transact(tx, [servo_id], 0, 11, proto)
         self._check_reply(servo_id, replies[servo_id], t, None, "factory reset")
 
     def bulk_read(self, items: list[tuple[int, str]]) -> dict[int, float]:
         """One BULK READ of one register per servo: {id: SI value}.
 
         Protocol 1.0 has Bulk Read on MX only (not AX); AX servos are read one by one.
+        A mixed bus sends one bulk read per protocol.
         """
+        if self.protocol == MIXED and len({self.protocol_of(s) for s, _ in items}) > 1:
+            out, errors = {}, {}
+            for proto in (2, 1):
+                part = [(s, n) for s, n in items if self.protocol_of(s) == proto]
+                try:
+                    out.update(self.bulk_read(part))
+                except BridgeError as exc:
+                    out.update({s: float("nan") for s, _ in part})
+                    errors.update(getattr(exc, "failures", None) or {})
+            if errors:
+                raise_group(errors, out)
+            return out
         regs = {sid: self.register(sid, name) for sid, name in items}
         out: dict[int, float] = {}
-        if self.protocol == 1 and any(self.table(s).name.startswith("AX") for s in regs):
+        proto = self.group_protocol(list(regs), "bulk read")
+        if proto == 1 and any(self.table(s).name.startswith("AX") for s in regs):
             for sid, name in items:
                 out[sid] = self.read(sid, name)
             return out
-        tx = _codec.bulk_read(self.protocol, [(s, r.address, r.size) for s, r in regs.items()])
+        tx = _codec.bulk_read(proto, [(s, r.address, r.size) for s, r in regs.items()])
         ids = list(regs)
         replies, t = self._transact(tx, ids, max(r.size for r in regs.values()),
-                                    11 + max(r.size for r in regs.values()))
+                                    11 + max(r.size for r in regs.values()), proto)
         errors = {}
         for sid, name in items:
             try:
@@ -452,20 +511,23 @@ class Bus:
 
     def bulk_write(self, items: list[tuple[int, str, float]]) -> None:
         """One BULK WRITE (Protocol 2.0) of SI values: [(id, register, value), ...]."""
-        if self.protocol != 2:
-            raise ValueError("bulk write needs Protocol 2.0")
+        if any(self.protocol_of(sid) != 2 for sid, _, _ in items):
+            raise ValueError("bulk write needs Protocol 2.0 servos")
         packed = []
         for sid, name, value in items:
             reg = self.register(sid, name)
             packed.append((sid, reg.address, encode_raw(reg, from_si(reg, value)).to_bytes(reg.size, "little")))
-        self._transact(_codec.bulk_write(packed), [], 0, 0)
+        self._transact(_codec.bulk_write(packed), [], 0, 0, 2)
 
     # --------------------------------------------------------- hot path
     def sync_reader(self, names: list[str], ids: list[int] | None = None, *,
-                    fast: bool = False) -> SyncReader:
-        """A preallocated group read of ``names`` from ``ids`` (default: every servo)."""
+                    fast: bool = False, plausibility: bool = True) -> SyncReader:
+        """A preallocated group read of ``names`` from ``ids`` (default: every servo).
+
+        ``plausibility=False``: no check of the position's rate (servos turning continuously
+        wrap their Present Position)."""
         return SyncReader(self, list(names), list(ids) if ids is not None else [s.id for s in self.servos],
-                          fast=fast)
+                          fast=fast, plausibility=plausibility)
 
     def sync_writer(self, name: str, ids: list[int] | None = None) -> SyncWriter:
         """A preallocated sync write of register ``name`` to ``ids`` (default: every servo)."""

@@ -73,15 +73,23 @@ class SyncReader:
     the servo can (datasheet no-load speed x ``PLAUSIBLE_SPEED_MARGIN`` x
     elapsed time + ``PLAUSIBLE_ABS_TOL_RAD``) since the last good read is a
     corrupted read that passed the checksum: NaN and a ChecksumError,
-    counted as ``ServoHealth.implausible``.
+    counted as ``ServoHealth.implausible``.  ``plausibility=False`` turns
+    that check off: servos turning continuously (wheel / velocity mode) wrap
+    their Present Position from one end of its range to the other.
+
+    On a mixed bus (:data:`~firmware_bridge.bus.MIXED`) every servo of one
+    reader must speak the same protocol (ValueError naming them otherwise).
     """
 
-    def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False):
+    def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False,
+                 plausibility: bool = True):
         bus._require_open()
-        if fast and bus.protocol != 2:
-            raise ValueError("fast sync read needs Protocol 2.0 (X firmware v45+, not MX)")
         if not ids:
             raise ValueError("sync reader needs at least one servo")
+        protocol = bus.group_protocol(ids, "sync read")
+        if fast and protocol != 2:
+            raise ValueError("fast sync read needs Protocol 2.0 (X firmware v45+, not MX)")
+        self.protocol = protocol
         self.bus = bus
         self.names = list(names)
         self.ids = list(ids)
@@ -107,8 +115,8 @@ class SyncReader:
         parts, splits, off = [], [], 0
         for v in range(ntags):
             length = self.length + v
-            reply = (11 if bus.protocol == 2 else 6) + length
-            if bus.protocol == 2:
+            reply = (11 if protocol == 2 else 6) + length
+            if protocol == 2:
                 build = _codec.fast_sync_read if fast else _codec.sync_read
                 p = build(start, length, ids)
                 t = bus._timeout(len(p), len(ids) * reply, len(ids), ids)
@@ -129,12 +137,12 @@ class SyncReader:
                              for v in range(ntags))
         self.fast = fast
         pos_field, max_rate = -1, None
-        if "present_position" in names:
+        if "present_position" in names and plausibility:
             pos_field = list(names).index("present_position")
             max_rate = [_max_speed(bus, sid) for sid in ids]
             if any(r is None for r in max_rate):
                 pos_field, max_rate = -1, None       # a model without datasheet figures
-        self._io = _busio.GroupIO(bus.fd, bus.protocol, ids, tx, splits, self.length, fields,
+        self._io = _busio.GroupIO(bus.fd, protocol, ids, tx, splits, self.length, fields,
                                   bus.on_after_write, bus._dirty, fast, ntags, tag_len,
                                   pos_field, max_rate, PLAUSIBLE_ABS_TOL_RAD)
         self._io.set_slots(ids)
@@ -190,10 +198,12 @@ class SyncWriter:
 
     Servos of different models share the packet when the register sits at
     the same address; each value is converted with its own model's scale.
+    On a mixed bus every servo of one writer must speak the same protocol.
     """
 
     def __init__(self, bus: Bus, name: str, ids: list[int]):
         bus._require_open()
+        protocol = bus.group_protocol(ids, f"sync write of {name}")
         reg = bus.register(ids[0], name)
         regs = [bus.register(sid, name) for sid in ids]
         for sid, r in zip(ids, regs, strict=True):
@@ -203,8 +213,9 @@ class SyncWriter:
         if not reg.writable:
             raise ValueError(f"register {name} is read-only")
         self.bus, self.name, self.ids, self.register = bus, name, list(ids), reg
-        n_bytes = (8 if bus.protocol == 1 else 14) + len(ids) * (1 + reg.size)
-        self._io = _busio.GroupWriteIO(bus.fd, bus.protocol, ids, reg.address, reg.size,
+        n_bytes = (8 if protocol == 1 else 14) + len(ids) * (1 + reg.size)
+        self.protocol = protocol
+        self._io = _busio.GroupWriteIO(bus.fd, protocol, ids, reg.address, reg.size,
                                        _ENC[reg.encoding], [r.zero_raw for r in regs],
                                        [r.scale for r in regs],
                                        bus._timeout(n_bytes, 0, 0), bus.on_after_write)

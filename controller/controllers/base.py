@@ -54,22 +54,31 @@ class Command:
     effort : N*m, feed-forward joint torque (0: none).
     kp : N*m/rad, host-side stiffness, used only for servos in current mode.
     kd : N*m*s/rad, host-side damping, current mode only.
+    velocity : rad/s, goal joint velocity, used only for servos in velocity (wheel) mode
+        (``servos[].mode: velocity``); the safety stage clamps it to ``max_velocity`` and
+        limits its acceleration.  0 (the default): the wheel stands still.
     """
 
     position: np.ndarray
     effort: np.ndarray
     kp: np.ndarray
     kd: np.ndarray
+    velocity: np.ndarray = None
+
+    def __post_init__(self) -> None:
+        if self.velocity is None:
+            self.velocity = np.zeros(np.shape(self.position)[0])
 
     @classmethod
     def zeros(cls, n: int) -> Command:
-        return cls(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+        return cls(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
 
     def copy_from(self, other: Command) -> None:
         self.position[:] = other.position
         self.effort[:] = other.effort
         self.kp[:] = other.kp
         self.kd[:] = other.kd
+        self.velocity[:] = other.velocity
 
 
 @dataclass
