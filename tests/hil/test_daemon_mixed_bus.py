@@ -2,9 +2,7 @@
 
 The daemon reads the 2.0 servos with one sync read and the 1.0 servos with
 their own reads in the same tick, and writes each group with its protocol's
-sync write.  The bus behind the pty is the emulator's mixed bus when it has
-one, else :class:`~tests.hil.velocity_rigs.SplitProtocolBus` (one engine per
-protocol on the same pty, packets routed by header).
+sync write; the emulator's mixed bus is behind the pty.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import numpy as np
 import pytest
 
 from tests.hil.velocity_rigs import (
-    emulator_mixes_protocols,
     lockstep_daemon,
     sample,
     speed,
@@ -23,13 +20,12 @@ from tests.hil.velocity_rigs import (
 pytestmark = pytest.mark.hil
 
 RATE = 500
-SPLIT = not emulator_mixes_protocols()
 
 
 def test_ax18a_and_xm430_on_one_port_both_hold_their_pose():
     servos = [(1, "AX-18A", "position", 0.3), (2, "XM430-W350", "position", -0.5)]
     cfg = wheel_config(servos, "mixed", {}, RATE)
-    daemon, lock, position = lockstep_daemon(cfg, servos, split=SPLIT)
+    daemon, lock, position = lockstep_daemon(cfg, servos)
     log = sample(lock, position, [1, 2])
     try:
         s = daemon.run(3.0)
@@ -40,16 +36,12 @@ def test_ax18a_and_xm430_on_one_port_both_hold_their_pose():
     assert s["ticks"] == 3 * RATE
     q = np.array(log)[:, 1:]
     assert np.abs(q - [0.3, -0.5]).max() < 0.02, np.abs(q - [0.3, -0.5]).max(axis=0)
-    if SPLIT:
-        # every tick: the 1.0 servo's read + the sync write of each protocol, the 2.0 sync read
-        packets = lock.virtual.packets
-        assert packets[1] >= 2 * s["total_ticks"] and packets[2] >= 2 * s["total_ticks"], packets
 
 
 def test_mixed_bus_ax_goes_to_its_pose_while_xm_wheel_turns():
     servos = [(1, "AX-18A", "position", 0.3), (2, "XM430-W350", "velocity", 0.0)]
     cfg = wheel_config(servos, "mixed", {"pose": {"j1": -0.2}, "velocity": {"j2": 2.0}}, RATE)
-    daemon, lock, position = lockstep_daemon(cfg, servos, split=SPLIT)
+    daemon, lock, position = lockstep_daemon(cfg, servos)
     log = sample(lock, position, [1, 2])
     try:
         s = daemon.run(2.0)
@@ -80,7 +72,7 @@ def test_mixed_velocity_tick_keeps_no_python_objects():
               (3, "XL430-W250", "position", 0.1)]
     cfg = wheel_config(servos, "mixed", {"velocity": {"j2": 1.0}}, 1000,
                        safety={"comm_timeout_s": 1e6})
-    daemon, lock, _ = lockstep_daemon(cfg, servos, split=SPLIT)
+    daemon, lock, _ = lockstep_daemon(cfg, servos)
     try:
         daemon.connect()
         daemon.startup()

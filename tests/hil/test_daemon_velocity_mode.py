@@ -16,7 +16,6 @@ import pytest
 from servoloop.controller.slew import DEFAULT_VELOCITY_RAMP_S
 from servoloop.firmware_bridge.control_table import get_table
 from tests.hil.velocity_rigs import (
-    emulator_has_direction_bit,
     lockstep_daemon,
     sample,
     speed,
@@ -66,9 +65,6 @@ def test_wheel_turns_at_commanded_speed_both_ways_and_stops(model):
     assert s["bus_errors"] == {}, s["bus_errors"]
     v_fwd = speed(log, 1, 0.6, 1.45)
     assert v_fwd == pytest.approx(FWD, rel=0.05), v_fwd
-    if proto == 1 and not emulator_has_direction_bit():
-        pytest.xfail("the emulator in this branch refuses Moving Speed 1024-2047 (CW) with a Range "
-                     "Error; the virtual bus fidelity work (issue 13 item 2) accepts it")
     v_rev = speed(log, 1, 2.1, 2.95)
     assert v_rev == pytest.approx(REV, rel=0.05), v_rev
 
