@@ -173,7 +173,7 @@ class MonitorStage:
     n : int, servos
     """
 
-    REGISTERS = ("present_input_voltage", "present_temperature")
+    REGISTERS = ("present_input_voltage", "present_temperature", "hardware_error_status")
 
     def __init__(self, safety, errors: BusErrorCounts, n: int) -> None:
         self.safety = safety
@@ -181,10 +181,13 @@ class MonitorStage:
         self.reader: JointReader | None = None
         self.voltage = np.full(n, np.nan)
         self.temperature = np.full(n, np.nan)
+        self.hardware_error = np.full(n, np.nan)  # raw bits, for telemetry and the live view
 
     def bind(self, bus, ids, tables) -> None:
         """Read the registers every servo's table has (none: no monitoring)."""
         regs = [r for r in self.REGISTERS if all(r in t.registers for t in tables)]
+        if regs == ["hardware_error_status"]:
+            regs = []  # nothing to judge: not worth a bus read of its own
         self.reader = JointReader(bus, ids, tables, regs) if regs else None
 
     def run(self) -> Fault | None:
@@ -205,4 +208,6 @@ class MonitorStage:
         if "present_input_voltage" in v:
             self.voltage[:] = v["present_input_voltage"]
             voltage = self.voltage
+        if "hardware_error_status" in v:
+            self.hardware_error[:] = v["hardware_error_status"]
         return self.safety.check_monitor(temperature, voltage)
