@@ -23,6 +23,7 @@ import numpy as np
 from servoloop.controller.telemetry_format import MAGIC, encode_json, encode_zrows, rows_chunk_parts
 
 __all__ = [
+    "servo_header",
     "SCALAR_COLUMNS",
     "JOINT_FIELDS",
     "MONITOR_FIELDS",
@@ -53,6 +54,24 @@ UNITS = {
     "voltage": "V (input voltage, last monitor read; NaN before it)",
     "hw_error": "hardware_error_status bits (last monitor read; 0 = none, NaN: not read)",
 }
+
+
+def servo_header(cfg, tables) -> dict:
+    """HEAD fields that make a log usable without its config: each servo's model, the register
+    its ``current`` column comes from, and N*m per unit of that column (``effort_nm_per_unit``:
+    the datasheet's stall torque / stall current for ``present_current`` in A, the stall torque
+    for ``present_load`` as a fraction; None when unknown).  Torque = column * factor."""
+    from servoloop.controller.bus_io import effort_register
+
+    regs, scale = [], []
+    for t in tables:
+        reg = effort_register(t)
+        regs.append(reg)
+        k = (t.torque_constant_nm_per_a if reg == "present_current"
+             else t.stall_torque_nm if reg == "present_load" else None)
+        scale.append(float(k) if k else None)
+    return {"servo_models": [s.model for s in cfg.servos], "effort_registers": regs,
+            "effort_nm_per_unit": scale}
 
 
 def columns_for(joint_names) -> list[str]:
