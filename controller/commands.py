@@ -167,7 +167,9 @@ def _live_view(args):
 
     try:
         require_sdk()
-        return LiveView(args.live)
+        return LiveView(args.live, announce=lambda url: print(
+            f"servoloop: live view on {url} (Foxglove: Open connection, Foxglove WebSocket)",
+            file=sys.stderr, flush=True))
     except LiveViewError as exc:
         print(f"servoloop run: --live: {exc}", file=sys.stderr)
         return False

@@ -47,6 +47,7 @@ import time
 import numpy as np
 
 from servoloop.controller import foxglove_schemas as F
+from servoloop.controller.lifecycle import State
 
 __all__ = ["DEFAULT_PORT", "LiveView", "LiveViewError", "TOPICS", "require_sdk"]
 
@@ -126,10 +127,11 @@ class LiveView:
     host : str, address to bind (default localhost only: the view has no authentication)
     publish_hz : float, joint states, frames and loop timing per second
     servo_every : int, servo states every this many publishes
+    announce : callable(url) or None, told the server's address once it listens (default: log it)
     """
 
     def __init__(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1", publish_hz: float = 30.0,
-                 servo_every: int = 10) -> None:
+                 servo_every: int = 10, announce=None) -> None:
         if not 0 <= int(port) <= 65535:
             raise LiveViewError(f"live view port {port} is not a TCP port (0..65535)")
         self.requested_port = int(port)
@@ -144,6 +146,7 @@ class LiveView:
         self._thread = threading.Thread(target=self._run, name="servoloop-live", daemon=True)
         self._listener = _Listener()
         self.error: str | None = None
+        self.announce = announce or (lambda url: log.info("live view: Foxglove WebSocket on %s", url))
 
     # -- the daemon's side ---------------------------------------------------
     def open(self, daemon) -> None:
@@ -189,7 +192,7 @@ class LiveView:
             self.ch_desc = channel("/robot_description", F.STRING_SCHEMA)
         self.wall0_ns = time.time_ns()
         self._thread.start()
-        log.warning("live view: Foxglove WebSocket on ws://%s:%d", self.host, self.port)
+        self.announce(f"ws://{'localhost' if self.host == '127.0.0.1' else self.host}:{self.port}")
 
     def _urdf_frames(self, cfg) -> None:
         self.frames = None
@@ -280,8 +283,6 @@ class LiveView:
         span = float(row[col["t_s"]]) - float(ring.buf[idx[0], col["t_s"]])
         rate = (ticks[-1] - ticks[0]) / span if count > 1 and span > 0 else None
         finite = cost[np.isfinite(cost)]
-        from servoloop.controller.lifecycle import State
-
         state = row[col["state"]]
         self.ch_loop.log({
             "timestamp": F.timestamp(t_ns), "tick": _nums(row[col["tick"]:col["tick"] + 1])[0],

@@ -123,3 +123,19 @@ def test_live_view_streams_joint_states_to_a_foxglove_client(tmp_path):
     assert proc.returncode == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["state"] == "done" and summary["stop_reason"] == "test done"
+
+
+def test_a_taken_or_invalid_port_is_a_clear_error_not_a_traceback(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "servoloop.cli", "run", "--robot", "arm", "--lockstep",
+                            "--duration", "1", "--live", str(port), "--socket", "none", "--telemetry",
+                            str(tmp_path / "t.sltl"), "--quiet"], capture_output=True, text=True,
+                           timeout=DEADLINE_S * 5)
+    assert r.returncode == 1 and f"127.0.0.1:{port}" in r.stderr and "--live PORT" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "servoloop.cli", "run", "--robot", "arm", "--lockstep",
+                        "--live", "70000"], capture_output=True, text=True, timeout=DEADLINE_S * 5)
+    assert r.returncode == 2 and "port 70000" in r.stderr and "Traceback" not in r.stderr
