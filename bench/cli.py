@@ -19,6 +19,7 @@ BENCHMARKS = {
     "sim": "contact simulation steps vs MuJoCo mj_step, and agreement",
     "inverse_dynamics": "contact inverse dynamics (seed 003) vs one rigid simulator step",
     "startup": "wall time of `servoloop --help` / `servoloop status` vs `import numpy`",
+    "live": "tick work with the Foxglove live view (and a subscribed client) vs without",
 }
 
 

@@ -60,6 +60,9 @@ def _register_run(sub) -> None:
     p.add_argument("--faults", help="fault SPEC for the built-in virtual bus (see servoloop virtual-bus)")
     p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
+    p.add_argument("--live", nargs="?", type=int, const=8765, metavar="PORT",
+                   help="serve a live view for Foxglove on ws://localhost:PORT (default 8765): joints, "
+                   "servo temperatures/voltages/errors, loop timing, 3D robot, events")
     p.set_defaults(func=cmd_run)
 
 
@@ -94,6 +97,9 @@ def cmd_run(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
     cfg = _load_cfg(args)  # ConfigError / ControllerParamError: exit 2 (servoloop.exit_codes)
+    live = _live_view(args)
+    if live is False:
+        return EXIT_USAGE
     vproc = None
     lock = None
     try:
@@ -123,6 +129,7 @@ def cmd_run(args) -> int:
                             install_signals=True)
         except ValueError as exc:  # a value the config loader let through but the loop refuses
             raise ConfigError(str(exc), cfg.source) from exc
+        daemon.outputs.live = live
         printer = None
         if not args.quiet:
             printer = StatusLine(daemon, sys.stderr)
@@ -150,6 +157,22 @@ def cmd_run(args) -> int:
     if summary.get("stop_reason") == "SIGINT":
         return EXIT_INTERRUPTED  # Ctrl-C: a clean stop, but an interrupted run (exit_codes: 130)
     return EXIT_OK
+
+
+def _live_view(args):
+    """The LiveView of ``--live`` (None without it; False, said why, when it cannot be had)."""
+    if getattr(args, "live", None) is None:
+        return None
+    from servoloop.controller.live import LiveView, LiveViewError, require_sdk
+
+    try:
+        require_sdk()
+        return LiveView(args.live, announce=lambda url: print(
+            f"servoloop: live view on {url} (Foxglove: Open connection, Foxglove WebSocket)",
+            file=sys.stderr, flush=True))
+    except LiveViewError as exc:
+        print(f"servoloop run: --live: {exc}", file=sys.stderr)
+        return False
 
 
 def _finite(obj):

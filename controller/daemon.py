@@ -62,6 +62,7 @@ from servoloop.controller.outputs import Outputs, resolve_socket_path, resolve_t
 from servoloop.controller.realtime import LoopEnvironment
 from servoloop.controller.servo_faults import OPERATING_MODES
 from servoloop.controller.startup_ramp import hold_present_pose
+from servoloop.controller.telemetry import servo_header
 
 __all__ = ["Daemon", "error_kind", "OPERATING_MODES"]
 
@@ -215,7 +216,8 @@ class Daemon:
         header = {"robot": cfg.robot, "rate_hz": cfg.loop.rate_hz, "joint_names": list(self.joint_names),
                   "servo_ids": list(self.ids), "controller": cfg.controller.name,
                   "lower": self.ctx.lower.tolist(), "upper": self.ctx.upper.tolist(), "config": cfg.source,
-                  "simulated_clock": bool(getattr(self.clock, "simulated", False))}
+                  "simulated_clock": bool(getattr(self.clock, "simulated", False)),
+                  **servo_header(cfg, servo_tables(cfg))}
         self.outputs.open(self.loop.ring, header, cfg.logging.flush_s, self, cfg.logging.max_mb,
                           cfg.logging.max_files)
 

@@ -40,7 +40,7 @@ def export_csv(tel: Telemetry, path) -> int:
         Rows written.
     """
     out, tmp = _atomic(path)
-    ints = [c in _INT_COLUMNS for c in tel.columns]
+    ints = [c in _INT_COLUMNS or c.startswith("hw_error.") for c in tel.columns]
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(tel.columns)
@@ -61,7 +61,7 @@ _TICK_SCHEMA = {
         "missed": {"type": "integer"}, "comm_errors": {"type": "integer"},
         "read_ok": {"type": "boolean"},
         "joints": {"type": "object", "description": "per field (q rad, dq rad/s, current, goal rad, "
-                   "tau_ff N*m): {joint: value}"},
+                   "tau_ff N*m, temperature degC, voltage V, hw_error bits): {joint: value}"},
     },
 }
 _INT_COLUMNS = frozenset({"tick", "state", "missed", "comm_errors", "read_ok"})
@@ -125,6 +125,8 @@ def export_mcap(tel: Telemetry, path) -> int:
     urdf = _urdf_of(tel)
     frames = F.UrdfFrames(urdf, joints) if urdf is not None else None
     q_cols = [col[f"q.{j}"] for j in joints]
+    # files from before the monitor columns lack them
+    fields = [f for f in JOINT_FIELDS if all(f"{f}.{j}" in col for j in joints)]
     out, tmp = _atomic(path)
     count = 0
 
@@ -160,7 +162,7 @@ def export_mcap(tel: Telemetry, path) -> int:
                     msg[name] = None if math.isnan(v) else int(v)
                 else:
                     msg[name] = _num(v)
-            msg["joints"] = {fld: {j: _num(row[col[f"{fld}.{j}"]]) for j in joints} for fld in JOINT_FIELDS}
+            msg["joints"] = {fld: {j: _num(row[col[f"{fld}.{j}"]]) for j in joints} for fld in fields}
             t_s = row[col["t_s"]]
             t_ns = when(float(t_s))
             w.add_message(channel_id=c_tick, log_time=t_ns, publish_time=t_ns, sequence=seq,

@@ -124,7 +124,8 @@ class ControlLoop:
         cap = max(64, int(cfg.logging.ring_s * cfg.loop.rate_hz))
         self.ring = TelemetryRing(self.joint_names, cap)
         self.record = TickRecorder(self.ring, self.state.position, self.state.velocity, self.current,
-                                   self.goal, self.cmd.effort)
+                                   self.goal, self.cmd.effort, self.monitor.temperature,
+                                   self.monitor.voltage, self.monitor.hardware_error)
         self.jitter = JitterStats()
 
         self.ticks = 0

@@ -1,4 +1,4 @@
-"""What the daemon writes besides servo goals: the telemetry file and the command socket.
+"""What the daemon writes besides servo goals: the telemetry file, the command socket, the live view.
 
 Both are opened before the real-time settings (their threads then get a
 priority below the loop's) and closed after the servos are stopped; closing
@@ -55,6 +55,7 @@ class Outputs:
         self.socket_path = socket_path
         self.writer: TelemetryWriter | None = None
         self.server = None
+        self.live = None  # a controller.live.LiveView to open with the others (run --live)
 
     def open(self, ring, header: dict, flush_s: float, handler, max_mb: float | None = None,
              max_files: int = 4) -> None:
@@ -86,15 +87,25 @@ class Outputs:
             except OSError as exc:
                 raise FaultRaised(Fault(FaultKind.OUTPUT, f"command socket {self.socket_path}: "
                                                           f"{exc.strerror or exc}")) from exc
+        if self.live is not None:
+            from servoloop.controller.live import LiveViewError
+
+            try:
+                self.live.open(handler)
+            except LiveViewError as exc:
+                raise FaultRaised(Fault(FaultKind.OUTPUT, str(exc))) from exc
 
     def event(self, kind: str, message: str, tick: int, t_s: float, fault: Fault | None = None) -> None:
-        """Queue a telemetry event (no-op without a telemetry file)."""
+        """Queue a telemetry event (and a live-view log message, with a live view)."""
         if self.writer is not None:
             self.writer.event(kind, message, tick, t_s, None if fault is None else fault.as_dict())
+        if self.live is not None:
+            self.live.event(kind, message, tick, t_s)
 
     def threads(self) -> list:
         """The writer and server threads (they take the GIL: the loop raises their priority)."""
-        return [o._thread for o in (self.writer, self.server) if o is not None]
+        return [o._thread for o in (self.writer, self.server) if o is not None] + (
+            self.live.threads() if self.live is not None else [])
 
     def close(self, summary: dict) -> str | None:
         """Stop the socket, flush telemetry with ``summary``; never raises.
@@ -110,6 +121,8 @@ class Outputs:
             except Exception as exc:  # noqa: BLE001 - closing must not fail
                 log.warning("closing the command socket: %s", exc)
             self.server = None
+        if self.live is not None:
+            self.live.close()
         if self.writer is not None:
             try:
                 self.writer.close(summary)

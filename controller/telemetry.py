@@ -20,11 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from servoloop.controller.telemetry_format import MAGIC, encode_json, rows_chunk_parts
+from servoloop.controller.telemetry_format import MAGIC, encode_json, encode_zrows, rows_chunk_parts
 
 __all__ = [
+    "servo_header",
     "SCALAR_COLUMNS",
     "JOINT_FIELDS",
+    "MONITOR_FIELDS",
     "UNITS",
     "columns_for",
     "TelemetryRing",
@@ -37,15 +39,39 @@ log = logging.getLogger(__name__)
 #: per-tick scalars; ``late_us`` = wake-up time - deadline, ``cost_us`` = work time
 SCALAR_COLUMNS = ("tick", "t_s", "late_us", "period_us", "cost_us", "state", "missed",
                   "comm_errors", "read_ok")
-#: per-joint fields, each a block of n columns ``FIELD.JOINT``
-JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff")
+#: per-joint fields, each a block of n columns ``FIELD.JOINT``; the last three are the
+#: servo's, held from the monitor stage's last read (every ``safety.monitor_every`` ticks)
+JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff", "temperature", "voltage", "hw_error")
+#: the monitor's fields: files written before they existed lack them (readers must cope)
+MONITOR_FIELDS = ("temperature", "voltage", "hw_error")
 UNITS = {
     "tick": "", "t_s": "s", "late_us": "us", "period_us": "us", "cost_us": "us",
     "state": "servoloop.controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
     "read_ok": "bool", "q": "rad", "dq": "rad/s",
     "current": "A (present_current) or fraction (present_load), joint sign",
     "goal": "rad (joint goal after safety)", "tau_ff": "N*m (feed-forward torque)",
+    "temperature": "degC (last monitor read; NaN before it)",
+    "voltage": "V (input voltage, last monitor read; NaN before it)",
+    "hw_error": "hardware_error_status bits (last monitor read; 0 = none, NaN: not read)",
 }
+
+
+def servo_header(cfg, tables) -> dict:
+    """HEAD fields that make a log usable without its config: each servo's model, the register
+    its ``current`` column comes from, and N*m per unit of that column (``effort_nm_per_unit``:
+    the datasheet's stall torque / stall current for ``present_current`` in A, the stall torque
+    for ``present_load`` as a fraction; None when unknown).  Torque = column * factor."""
+    from servoloop.controller.bus_io import effort_register
+
+    regs, scale = [], []
+    for t in tables:
+        reg = effort_register(t)
+        regs.append(reg)
+        k = (t.torque_constant_nm_per_a if reg == "present_current"
+             else t.stall_torque_nm if reg == "present_load" else None)
+        scale.append(float(k) if k else None)
+    return {"servo_models": [s.model for s in cfg.servos], "effort_registers": regs,
+            "effort_nm_per_unit": scale}
 
 
 def columns_for(joint_names) -> list[str]:
@@ -107,13 +133,20 @@ class TickRecorder:
     ring : TelemetryRing
     position, velocity, current, goal, effort : (n,) arrays the loop fills
         (``q``, ``dq``, ``current``, ``goal`` and ``tau_ff`` columns)
+    temperature, voltage, hw_error : (n,) arrays the monitor stage fills (degC, V,
+        hardware_error_status bits), or None (those columns stay NaN)
     """
 
-    def __init__(self, ring: TelemetryRing, position, velocity, current, goal, effort) -> None:
+    def __init__(self, ring: TelemetryRing, position, velocity, current, goal, effort,
+                 temperature=None, voltage=None, hw_error=None) -> None:
         self.ring = ring
         sl = ring.joint_slice
-        self._blocks = ((sl["q"], position), (sl["dq"], velocity), (sl["current"], current),
-                        (sl["goal"], goal), (sl["tau_ff"], effort))
+        blocks = [(sl["q"], position), (sl["dq"], velocity), (sl["current"], current),
+                  (sl["goal"], goal), (sl["tau_ff"], effort)]
+        for name, values in (("temperature", temperature), ("voltage", voltage), ("hw_error", hw_error)):
+            if values is not None:
+                blocks.append((sl[name], values))
+        self._blocks = tuple(blocks)
 
     def run(self, tick: int, t_s: float, late_us: float, period_us: float, cost_us: float,
             state: int, missed: int, comm_errors: int, ok: bool) -> None:
@@ -142,10 +175,13 @@ class TelemetryWriter:
     ring : TelemetryRing
     header : dict, extra HEAD fields (robot, rate_hz, ...)
     flush_s : float, seconds between flushes
+    max_mb : float or None, size cap of one file (MB); past it the writer continues in a new part
+    max_files : int, parts kept
+    compress : bool, rows as compressed ZROW chunks (default) or plain ROWS chunks
     """
 
     def __init__(self, path, ring: TelemetryRing, header: dict, flush_s: float = 0.25,
-                 max_mb: float | None = None, max_files: int = 4) -> None:
+                 max_mb: float | None = None, max_files: int = 4, compress: bool = True) -> None:
         self.path = Path(path)
         self.first_path = self.path
         self.max_bytes = None if max_mb is None else int(max_mb * 1e6)
@@ -155,8 +191,10 @@ class TelemetryWriter:
         self.ring = ring
         self.flush_s = float(flush_s)
         self.header = dict(header)
-        self.header.update({"version": 1, "columns": ring.columns, "units": UNITS,
-                            "created_unix": time.time()})
+        self.compress = bool(compress)
+        # version 2: ZROW chunks (a version-1 reader would skip them as unknown)
+        self.header.update({"version": 2 if self.compress else 1, "columns": ring.columns,
+                            "units": UNITS, "created_unix": time.time()})
         self.events: collections.deque = collections.deque()
         self.written = 0
         self.lost_rows = 0
@@ -278,5 +316,8 @@ class TelemetryWriter:
             count = min(head - self.written, cap - i0)
             if self.max_bytes is not None and self.part_bytes >= self.max_bytes:
                 self._rotate()  # before rows, not after: the last part is never empty
-            self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
+            if self.compress:
+                self._write(encode_zrows(self.written, ring.buf[i0:i0 + count]))
+            else:
+                self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
             self.written += count

@@ -26,7 +26,8 @@ def add_arguments(parser) -> None:
     from servoloop.calibration.inertial.signals import FilterSettings
 
     d = FilterSettings()
-    parser.add_argument("--log", required=True, help="joint log (.npz: t, q, tau [, v, joint_names]; SI)")
+    parser.add_argument("--log", required=True, help="joint log: the daemon's telemetry (.sltl: position, velocity, "
+                        "current as torque) or .npz (t, q, tau [, v, joint_names]; SI)")
     parser.add_argument("--urdf", required=True, help="robot URDF (fixed base)")
     parser.add_argument("--method", choices=METHODS, default="sdp",
                         help="sdp: physically consistent (default); ols: unconstrained; "

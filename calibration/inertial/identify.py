@@ -214,7 +214,8 @@ def _row_names(model) -> list[str]:
 
 def load_joint_log(path, joint_names=None):
     """A multi-joint log: ``.npz`` with ``t`` (N,), ``q`` (N, n), ``tau`` (N, n), optional
-    ``v`` (N, n) and ``joint_names`` (n,) -- SI units (s, rad, rad/s, N m).
+    ``v`` (N, n) and ``joint_names`` (n,) -- SI units (s, rad, rad/s, N m); or the
+    daemon's telemetry (``.sltl``, see :mod:`calibration.inertial.sltl`).
 
     If both the log and ``joint_names`` name the joints, the columns are
     reordered to ``joint_names``.
@@ -224,6 +225,11 @@ def load_joint_log(path, joint_names=None):
     t, q, v (or None), tau
     """
     path = Path(path)
+    from servoloop.calibration.inertial.sltl import is_sltl, load_sltl_log
+
+    if is_sltl(path):
+        t, q, v, tau = load_sltl_log(path, joint_names)
+        return _checked(path, t, q, v, tau)
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -233,12 +239,7 @@ def load_joint_log(path, joint_names=None):
             raise RecordingFormatError(path, f"missing array {key!r} (have {sorted(data.files)})")
     t, q, tau = (np.asarray(data[k], dtype=float) for k in ("t", "q", "tau"))
     v = np.asarray(data["v"], dtype=float) if "v" in data else None
-    for key, arr in (("q", q), ("tau", tau), ("v", v)):
-        if arr is not None and (arr.ndim != 2 or arr.shape[0] != t.size):
-            raise RecordingFormatError(path, f"array {key!r} has shape {arr.shape}, need ({t.size}, n)")
-        if arr is not None and not np.all(np.isfinite(arr)):
-            bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
-            raise RecordingFormatError(path, f"array {key!r} is not finite", index=bad)
+    _checked(path, t, q, v, tau)
     if joint_names is not None and "joint_names" in data:
         have = [str(s) for s in data["joint_names"]]
         missing = [j for j in joint_names if j not in have]
@@ -247,6 +248,17 @@ def load_joint_log(path, joint_names=None):
         order = [have.index(j) for j in joint_names]
         q, tau = q[:, order], tau[:, order]
         v = None if v is None else v[:, order]
+    return t, q, v, tau
+
+
+def _checked(path, t, q, v, tau):
+    """``(t, q, v, tau)`` after the shape and finiteness checks (RecordingFormatError)."""
+    for key, arr in (("q", q), ("tau", tau), ("v", v)):
+        if arr is not None and (arr.ndim != 2 or arr.shape[0] != t.size):
+            raise RecordingFormatError(path, f"array {key!r} has shape {arr.shape}, need ({t.size}, n)")
+        if arr is not None and not np.all(np.isfinite(arr)):
+            bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
+            raise RecordingFormatError(path, f"array {key!r} is not finite", index=bad)
     return t, q, v, tau
 
 

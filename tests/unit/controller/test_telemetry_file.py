@@ -27,10 +27,10 @@ def fill(ring, k0, k1):
         ring.commit()
 
 
-def make_file(tmp_path, rows=100, flush=True, summary=True):
+def make_file(tmp_path, rows=100, flush=True, summary=True, compress=True):
     ring = TelemetryRing(JOINTS, 64)
     w = TelemetryWriter(tmp_path / "t.sltl", ring, {"robot": "r", "rate_hz": 100.0, "joint_names": JOINTS},
-                        flush_s=10.0)
+                        flush_s=10.0, compress=compress)
     w.start()
     for k0 in range(0, rows, 20):
         fill(ring, k0, min(rows, k0 + 20))
@@ -71,12 +71,13 @@ def test_truncated_last_chunk_keeps_everything_before(tmp_path):
         np.testing.assert_array_equal(tel.column("tick"), np.arange(80))
 
 
-def test_damaged_middle_chunk_is_skipped_and_reported(tmp_path):
-    p = make_file(tmp_path)
+@pytest.mark.parametrize("compress,kind", [(False, b"ROWS"), (True, b"ZROW")])
+def test_damaged_middle_chunk_is_skipped_and_reported(tmp_path, compress, kind):
+    p = make_file(tmp_path, compress=compress)
     data = bytearray(p.read_bytes())
-    # flip a byte inside the second ROWS chunk's payload
-    first_rows = data.find(b"ROWS")
-    second = data.find(b"ROWS", first_rows + 4)
+    # flip a byte inside the second rows chunk's payload
+    first_rows = data.find(kind)
+    second = data.find(kind, first_rows + 4)
     data[second + 40] ^= 0xFF
     p.write_bytes(bytes(data))
     tel = read_telemetry(p)
@@ -212,7 +213,7 @@ def test_size_cap_rotates_into_parts_and_keeps_the_last_ones(tmp_path):
     ring = TelemetryRing(JOINTS, 256)
     row_bytes = 8 * len(ring.columns)
     w = TelemetryWriter(tmp_path / "t.sltl", ring, {"robot": "r", "rate_hz": 100.0, "joint_names": JOINTS},
-                        flush_s=10.0, max_mb=200 * row_bytes / 1e6, max_files=2)
+                        flush_s=10.0, max_mb=200 * row_bytes / 1e6, max_files=2, compress=False)
     w.start()
     for k0 in range(0, 1000, 100):
         fill(ring, k0, k0 + 100)
@@ -226,3 +227,64 @@ def test_size_cap_rotates_into_parts_and_keeps_the_last_ones(tmp_path):
     assert last.column("tick")[-1] == 999 and not last.problems
     first_kept = read_telemetry(w.part_path(w.part - 1))
     assert any("continued in" in e["message"] for e in first_kept.events)
+
+
+def _noisy_rows(n, ncols, seed=1):
+    """Rows like a run's: a counter, time, noisy joint signals, NaN gaps, held monitor values."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) * 1e-3
+    rows = np.empty((n, ncols))
+    rows[:, 0] = np.arange(n)
+    rows[:, 1] = t
+    for c in range(2, ncols):
+        rows[:, c] = np.sin(2 * np.pi * (0.3 + 0.1 * c) * t) + 1e-3 * rng.standard_normal(n)
+    rows[5:9, 3] = np.nan
+    rows[:, -1] = 41.0  # a held temperature
+    return rows
+
+
+def test_compressed_chunks_read_back_bit_exact_and_smaller(tmp_path):
+    from servoloop.controller.telemetry_format import encode_zrows
+
+    rows = _noisy_rows(250, 25)
+    z = encode_zrows(7, rows)
+    plain = encode_rows(7, rows)
+    p = tmp_path / "z.sltl"
+    head = encode_json(b"HEAD", {"columns": [f"c{i}" for i in range(25)]})
+    p.write_bytes(MAGIC + head + z + encode_rows(257, rows))  # ZROW and ROWS mixed: both read
+    tel = read_telemetry(p)
+    assert not tel.problems and tel.gaps == 0
+    np.testing.assert_array_equal(tel.data[:250], rows)  # NaN where NaN, every bit of the rest
+    np.testing.assert_array_equal(tel.data[250:], rows)
+    assert len(z) < 0.8 * len(plain)
+
+
+def test_writer_default_is_compressed_and_old_plain_files_still_read(tmp_path):
+    new = read_telemetry(make_file(tmp_path / "n", compress=True))
+    old = read_telemetry(make_file(tmp_path / "o", compress=False))
+    assert new.header["version"] == 2 and old.header["version"] == 1
+    assert b"ZROW" in (tmp_path / "n" / "t.sltl").read_bytes()
+    assert b"ROWS" not in (tmp_path / "n" / "t.sltl").read_bytes()
+    np.testing.assert_array_equal(new.data, old.data)
+    assert new.events == old.events and new.summary == old.summary
+
+
+def test_crafted_zrow_chunks_are_reported_not_trusted(tmp_path):
+    import struct
+    import zlib
+
+    from servoloop.controller.telemetry_format import encode_chunk
+
+    head = encode_json(b"HEAD", {"columns": ["a", "b"]})
+    bad = [
+        encode_chunk(b"ZROW", b"\x00" * 5),                                         # short header
+        encode_chunk(b"ZROW", struct.pack("<QIII", 0, 2, 2, 9) + zlib.compress(b"\x00" * 32)),  # codec
+        encode_chunk(b"ZROW", struct.pack("<QIII", 0, 2, 2, 1) + b"not zlib"),
+        encode_chunk(b"ZROW", struct.pack("<QIII", 0, 4, 2, 1) + zlib.compress(b"\x00" * 32)),  # short
+        encode_chunk(b"ZROW", struct.pack("<QIII", 0, 2**31, 2**31, 1) + zlib.compress(b"")),  # huge
+    ]
+    p = tmp_path / "c.sltl"
+    p.write_bytes(MAGIC + head + b"".join(bad))
+    tel = read_telemetry(p)
+    assert tel.data.shape == (0, 2)
+    assert len(tel.problems) == len(bad) and all("ZROW" in m for m in tel.problems)
