@@ -353,8 +353,8 @@ class Daemon:
             if torque_off or self.loop.joint_map.any_current:
                 for sid, cur in zip(self.ids, is_current, strict=False):
                     if torque_off or cur:
-                        try:
-                            self._torque_off(sid)
+                        try:  # idempotent: a lost reply on a lossy bus is retried, not a fault
+                            _retry(lambda sid=sid: self._torque_off(sid), self.loop.errors)
                         except BridgeError as exc:
                             raise FaultRaised(Fault(
                                 FaultKind.SHUTDOWN, f"shutdown: torque off of servo {sid} failed: {exc}",
