@@ -39,7 +39,7 @@ def _run(args) -> int:
         for key in ("velocity", "torque"):
             if key not in data:
                 raise ValueError(f"{args.log}: missing key {key!r}")
-        sweep = {k: data[k] for k in ("velocity", "torque")}
+        sweep = data
     else:
         if not args.port or args.id is None:
             raise ValueError("--port and --id are required (or --log SWEEP.json)")
@@ -52,14 +52,19 @@ def _run(args) -> int:
         with Bus(args.port, args.baud, args.protocol, [ServoSpec(id=args.id, model=model)]) as bus:
             bus.connect()
             raw = sweep_velocity(bus, args.id, velocities, args.settle, args.hold)
-        sweep = {k: v.tolist() for k, v in raw.items()}
+        sweep = {k: v.tolist() if hasattr(v, "tolist") else v for k, v in raw.items()}
         if args.out:
             # raw sweep first: nothing lost if the fit fails
             out = Path(args.out)
             atomic_write_bytes(out.with_name(out.stem + "_sweep.json"), json.dumps(sweep).encode())
-    curve = fit_friction_curve(sweep["velocity"], sweep["torque"])
+    # the Present Load / PWM path (sweeps with "duty") resolves no Stribeck term
+    curve = fit_friction_curve(sweep["velocity"], sweep["torque"], stribeck="duty" not in sweep)
     result = {"params": curve.params(), "stderr": curve.stderr, "fit": {"rms_torque": curve.rms,
                                                                          "points": len(sweep["velocity"])}}
+    if "duty" in sweep:
+        result["fit"]["source"] = sweep.get("source", "duty")
+        result["fit"]["note"] = ("PWM-duty path: back-EMF removed with the datasheet no-load speed; "
+                                 "viscous is the excess over the datasheet motor line (indicative)")
     if args.out:
         write_yaml(args.out, dict(result, data=sweep))
     if args.json:

@@ -240,7 +240,7 @@ class VirtualServo:
         lo, hi = max(start, address), min(stop, address + len(data))
         buf[lo - start:hi - start] = data[lo - address:hi - address]
         raw = decode_bytes(r, buf)
-        if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
+        if self._out_of_range(r, raw, buf):
             return ERR.RANGE
         info = self.info
         if r.name in info.limits and abs(raw) > decode(info.limits[r.name], self.mem):
@@ -248,6 +248,23 @@ class VirtualServo:
         if r is info.goal:
             return self._check_goal_limits(raw)
         return ERR.OK
+
+    def _out_of_range(self, r, raw: int, buf) -> bool:
+        """Whether ``raw`` (wire bytes ``buf``) lies outside register ``r``'s range.
+
+        Sign-magnitude registers (AX / MX(1.0) speed, load) give their range as
+        wire values: Moving Speed 0-2047 where bit 10 is the direction, which only
+        wheel mode uses (e-Manual AX-12A / MX-28 "Moving Speed": 0-1023 in joint
+        mode, 0-2047 in wheel mode, 1024-2047 turning CW;
+        https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#moving-speed).
+        """
+        if r.encoding == "sm":
+            wire = int.from_bytes(buf, "little")
+            hi = r.max_raw
+            if r.name == "moving_speed" and self.mode != 1 and hi is not None:
+                hi = min(hi, 1023)
+            return (r.min_raw is not None and wire < r.min_raw) or (hi is not None and wire > hi)
+        return (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw)
 
     def _check_goal_limits(self, raw: int) -> int:
         if self.position_limits is not None:
@@ -278,7 +295,7 @@ class VirtualServo:
         """The hot path in current / velocity / PWM mode: the live goal register."""
         r = self._cmd_reg
         raw = decode_bytes(r, data)
-        if (r.min_raw is not None and raw < r.min_raw) or (r.max_raw is not None and raw > r.max_raw):
+        if self._out_of_range(r, raw, data):
             return ERR.RANGE
         lim = self.info.limits.get(r.name)
         if lim is not None and abs(raw) > decode(lim, self.mem):
