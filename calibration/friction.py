@@ -54,6 +54,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from servoloop.calibration.errors import ExperimentError, FitError
+from servoloop.firmware_bridge.errors import BridgeError
 
 __all__ = ["FrictionCurve", "fit_friction_curve", "friction_torque", "load_friction_torque", "sweep_velocity"]
 
@@ -158,14 +159,25 @@ def _hold(bus, reader, names, settle_s, hold_s, clock, tick) -> list:
     """Mean of each register in ``names`` over ``hold_s`` s after ``settle_s`` s; ticks a lockstep clock."""
     t0 = clock()
     acc = [[] for _ in names]
+    missed = 0
     while clock() - t0 < settle_s + hold_s:
-        reader.read()
+        try:
+            reader.read()
+        except BridgeError:
+            # a lost reply (USB latency, a busy host) costs one sample, not the sweep
+            missed += 1
+            if tick is not None:
+                tick()
+            continue
         if clock() - t0 >= settle_s:
             for a, n in zip(acc, names, strict=True):
                 a.append(float(reader.values[n][0]))
         if tick is not None:
             tick()
-    return [float(np.mean(a)) if a else math.nan for a in acc]
+    if not acc[0] or missed > len(acc[0]):
+        raise ExperimentError(f"{missed} of the readings failed while holding a speed; "
+                              f"check the port, baud rate and Return Delay Time")
+    return [float(np.mean(a)) for a in acc]
 
 
 def sweep_velocity(bus, servo_id: int, velocities, settle_s: float = 0.5, hold_s: float = 1.0,

@@ -45,7 +45,7 @@ def _run(args) -> int:
             raise ValueError("--port and --id are required (or --log SWEEP.json)")
         from servoloop.firmware_bridge.bus import Bus, ServoSpec
 
-        velocities = [float(v) for v in args.velocities.split(",")]
+        velocities = _velocities(args.velocities)
         model = args.model
         if not model:
             raise ValueError("--model is required for a hardware sweep")
@@ -73,3 +73,15 @@ def _run(args) -> int:
         for k, v in curve.params().items():
             print(f"{k:18s} {v:.5g} +- {curve.stderr.get(k, float('nan')):.2g}")
     return 0
+
+
+def _velocities(text: str) -> list[float]:
+    """``--velocities`` "0.1,0.2,..." -> speeds [rad/s] (> 0; each runs both ways)."""
+    try:
+        out = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--velocities {text!r}: expected a comma list of speeds in rad/s") from None
+    if not out or not all(0 < v < float("inf") for v in out):
+        raise ValueError(f"--velocities {text!r}: every speed must be a finite number > 0 rad/s "
+                         "(each runs in both directions)")
+    return out

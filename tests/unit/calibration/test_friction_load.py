@@ -135,3 +135,40 @@ def test_cli_on_a_saved_load_sweep(tmp_path, capsys):
     assert res["params"]["stribeck"] == 0.0 and res["fit"]["source"] == "present_load"
     assert res["params"]["coulomb"] == pytest.approx(truth.coulomb_nm, abs=_tolerances("AX-18A", truth)[0])
     assert math.isfinite(res["stderr"]["coulomb"])
+
+
+def test_bad_velocities_named(capsys):
+    rc = main(["calibrate", "friction", "--port", "/dev/null", "--id", "1", "--model", "XL430-W250",
+               "--velocities", "1,-2"])
+    assert rc == 2
+    assert "--velocities '1,-2'" in capsys.readouterr().err
+
+
+@pytest.mark.hil
+def test_cli_on_a_virtual_bus_process(tmp_path):
+    """The whole command in real time on a pty served by ``servoloop virtual-bus`` (XL430, Present PWM).
+
+    Real time on a shared machine: lost replies are tolerated by the sweep, and the
+    Coulomb check is twice the lockstep tolerance."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.hil.conftest import _start, _stop
+
+    root = Path(__file__).resolve().parents[3]
+    truth = servo_model_for("XL430-W250")
+    proc, port = _start(servos="1:XL430-W250", protocol=2)
+    try:
+        out = tmp_path / "friction.yaml"
+        cmd = [sys.executable, "-m", "servoloop.cli", "calibrate", "friction", "--port", port, "--id", "1",
+               "--model", "XL430-W250", "--velocities", "0.5,1,2,3", "--settle", "0.3", "--hold", "0.4",
+               "--out", str(out), "--json"]
+        run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
+    finally:
+        _stop(proc)
+    assert run.returncode == 0, run.stderr
+    res = json.loads(run.stdout)
+    assert res["fit"]["source"] == "present_pwm" and res["fit"]["points"] == 8
+    assert res["params"]["coulomb"] == pytest.approx(truth.coulomb_nm, abs=2 * _tolerances("XL430-W250", truth)[0])
+    assert out.exists() and (tmp_path / "friction_sweep.json").exists()
