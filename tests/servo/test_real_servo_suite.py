@@ -10,9 +10,10 @@ writable register as before.
 Tolerances: positions after a closed-loop move within 0.03 rad of the goal
 (AX compliance margin and Coulomb band ~3 mrad, X ~1 tick, plus a load);
 ``calibrate actuator`` on the virtual servo returns its emulated kp / kd within
-30 % (real time on a loaded 2-core machine: an XM430's stiffer loop reads 16 %
-low under a full parallel test run; the lockstep tests in
-tests/hil/test_calibrate_actuator.py hold the 3 % accuracy); on a
+a factor of 2 -- a check of units and scale only: the emulator runs in real time
+and a loaded 2-core machine starves it (kp read 4 % low alone, 16 % and 45 % low
+under full parallel test runs); the lockstep tests in
+tests/hil/test_calibrate_actuator.py hold the 3 % accuracy; on a
 real servo only a fit that converged with finite, positive gains is asserted
 (nothing on the bench says what its gains should be).
 """
@@ -162,5 +163,5 @@ def test_calibrate_actuator(servo_target, tmp_path, request):
     print(f"calibrate actuator {t.model}: kp {p['kp']:.4g} kd {p['kd']:.4g} (emulated "
           f"{actuator.servo.kp_nm_per_rad:.4g}, {actuator.servo.kd_nm_s_per_rad:.4g})")
     if not t.real:
-        assert p["kp"] == pytest.approx(actuator.servo.kp_nm_per_rad, rel=0.30)
-        assert p["kd"] == pytest.approx(actuator.servo.kd_nm_s_per_rad, rel=0.30)
+        for k, truth in (("kp", actuator.servo.kp_nm_per_rad), ("kd", actuator.servo.kd_nm_s_per_rad)):
+            assert 0.5 * truth < p[k] < 2.0 * truth, f"{k} {p[k]:.4g}, emulated {truth:.4g}"
