@@ -265,7 +265,7 @@ def run_actuator(args) -> int:
 # ---------------------------------------------------------------- friction
 
 def _add_friction(csub):
-    p = csub.add_parser("friction", help="constant-velocity sweeps in velocity mode -> Coulomb/viscous/Stribeck")
+    p = csub.add_parser("friction", help="constant-velocity sweeps (velocity / wheel mode; current, Present Load or PWM) -> Coulomb/viscous/Stribeck")
     p.add_argument("--port", required=False)
     p.add_argument("--baud", type=int, default=1_000_000)
     p.add_argument("--protocol", type=int, choices=(1, 2), default=2)

@@ -257,14 +257,19 @@ def pilot_amplitude(bus, servo_id: int, center: float, clock=None, pilot_rad: fl
         return 0.2, None
     if full is None:
         full = bus.read(servo_id, "current_limit")
-    reader = bus.sync_reader([name], [servo_id])
+    # AX/MX(1.0) Present Load is the PWM duty: its back-EMF share v / w0 is no torque
+    ds = table.datasheet
+    emf = (1.0 / ds.no_load_speed_rad_s if name == "present_load" and ds is not None
+           and ds.no_load_speed_rpm and "present_velocity" in regs else 0.0)
+    reader = bus.sync_reader([name, "present_velocity"] if emf else [name], [servo_id])
     bus.write(servo_id, "goal_position", center + pilot_rad)
     t0 = clock.now()
     peak = 0.0
     while clock.now() - t0 < duration_s:
         clock.tick()
         reader.read()
-        peak = max(peak, abs(float(reader.values[name][0])))
+        v = float(reader.values["present_velocity"][0]) if emf else 0.0
+        peak = max(peak, abs(float(reader.values[name][0]) - emf * v))
     bus.write(servo_id, "goal_position", center)
     settle = clock.now()
     while clock.now() - settle < duration_s:

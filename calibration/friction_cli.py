@@ -39,27 +39,32 @@ def _run(args) -> int:
         for key in ("velocity", "torque"):
             if key not in data:
                 raise ValueError(f"{args.log}: missing key {key!r}")
-        sweep = {k: data[k] for k in ("velocity", "torque")}
+        sweep = data
     else:
         if not args.port or args.id is None:
             raise ValueError("--port and --id are required (or --log SWEEP.json)")
         from servoloop.firmware_bridge.bus import Bus, ServoSpec
 
-        velocities = [float(v) for v in args.velocities.split(",")]
+        velocities = _velocities(args.velocities)
         model = args.model
         if not model:
             raise ValueError("--model is required for a hardware sweep")
         with Bus(args.port, args.baud, args.protocol, [ServoSpec(id=args.id, model=model)]) as bus:
             bus.connect()
             raw = sweep_velocity(bus, args.id, velocities, args.settle, args.hold)
-        sweep = {k: v.tolist() for k, v in raw.items()}
+        sweep = {k: v.tolist() if hasattr(v, "tolist") else v for k, v in raw.items()}
         if args.out:
             # raw sweep first: nothing lost if the fit fails
             out = Path(args.out)
             atomic_write_bytes(out.with_name(out.stem + "_sweep.json"), json.dumps(sweep).encode())
-    curve = fit_friction_curve(sweep["velocity"], sweep["torque"])
+    # the Present Load / PWM path (sweeps with "duty") resolves no Stribeck term
+    curve = fit_friction_curve(sweep["velocity"], sweep["torque"], stribeck="duty" not in sweep)
     result = {"params": curve.params(), "stderr": curve.stderr, "fit": {"rms_torque": curve.rms,
                                                                          "points": len(sweep["velocity"])}}
+    if "duty" in sweep:
+        result["fit"]["source"] = sweep.get("source", "duty")
+        result["fit"]["note"] = ("PWM-duty path: back-EMF removed with the datasheet no-load speed; "
+                                 "viscous is the excess over the datasheet motor line (indicative)")
     if args.out:
         write_yaml(args.out, dict(result, data=sweep))
     if args.json:
@@ -68,3 +73,15 @@ def _run(args) -> int:
         for k, v in curve.params().items():
             print(f"{k:18s} {v:.5g} +- {curve.stderr.get(k, float('nan')):.2g}")
     return 0
+
+
+def _velocities(text: str) -> list[float]:
+    """``--velocities`` "0.1,0.2,..." -> speeds [rad/s] (> 0; each runs both ways)."""
+    try:
+        out = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--velocities {text!r}: expected a comma list of speeds in rad/s") from None
+    if not out or not all(0 < v < float("inf") for v in out):
+        raise ValueError(f"--velocities {text!r}: every speed must be a finite number > 0 rad/s "
+                         "(each runs in both directions)")
+    return out

@@ -25,7 +25,7 @@ import inspect
 import numpy as np
 
 from servoloop.firmware_bridge.control_table import baud_to_raw, get_table, raw_to_baud
-from servoloop.virtual_bus.actuator import default_actuator, with_overrides
+from servoloop.virtual_bus.actuator import default_actuator, servo_model_for, with_overrides
 from servoloop.virtual_bus.faults import FaultInjector, parse_faults
 from servoloop.virtual_bus.memory import ERR, ServoBank, table_info
 from servoloop.virtual_bus.plant import IndependentServosPlant
@@ -147,6 +147,8 @@ class BusEngine:
             baud_raw = baud_to_raw(t, baud) if baud is not None else None
             servo = VirtualServo(bank.info, bank.memory(k), i, self, sid, baud_raw, eeprom)
             bank.add(servo, k)
+            if hasattr(plant, "params") or t.datasheet is not None:   # else: duty = torque / stall
+                bank.set_motor_line(k, plant.params[i].servo if hasattr(plant, "params") else servo_model_for(t.name))
             self.servos.append(servo)
         self._present_dirty = True
         self._rx = bytearray()

@@ -226,6 +226,12 @@ class ServoBank:
         self._goal_view = self._view(info.goal)
         mt = reg.get("moving_threshold")
         self.moving_threshold = (mt.default or 0) * mt.scale if mt is not None else 0.02
+        # Present PWM (and Present Load where there is no current sensor: AX, MX(1.0), XL430)
+        # is the PWM duty, not a torque (FIELD-NOTES a9): duty = (tau_m + k_e qd) / tau_stall
+        # on each servo's motor line (stall torque at its supply [N*m], back-EMF slope [N*m*s/rad])
+        self.line_stall = np.full(n, info.stall)
+        self.line_emf = np.zeros(n)
+        self._load_is_duty = "present_current" not in reg
 
     def memory(self, k: int) -> memoryview:
         s = self.info.size
@@ -244,6 +250,11 @@ class ServoBank:
         self.sign[k], self.homing[k] = servo.sign, servo.homing
         self.wrap[k] = servo.wrap_ticks
         self.wrap_any = bool(self.wrap.any())
+
+    def set_motor_line(self, k: int, servo) -> None:
+        """Motor line of servo ``k`` from its ``core_cy.actuator.ServoModel`` (PWM duty readings)."""
+        self.line_stall[k] = servo.stall_torque_at_supply_nm
+        self.line_emf[k] = servo.back_emf_nm_s_per_rad
 
     def write_present(self, position, velocity, torque, time_s: float, noise_ticks) -> None:
         """Write present position/velocity/current|load/pwm/moving/tick of every servo.
@@ -277,7 +288,10 @@ class ServoBank:
                 raw = np.rint(sign * velocity[idx] / r.scale)
             elif name == "present_current":
                 raw = np.rint(sign * torque[idx] / (info.kt * r.scale))
-            elif name in ("present_load", "present_pwm"):
+            elif name == "present_pwm" or (name == "present_load" and self._load_is_duty):
+                duty = (torque[idx] + self.line_emf * velocity[idx]) / self.line_stall
+                raw = np.rint(np.minimum(np.maximum(sign * duty, -1.0), 1.0) / r.scale)
+            elif name == "present_load":
                 raw = np.rint(np.minimum(np.maximum(sign * torque[idx] / info.stall, -1.0), 1.0) / r.scale)
             elif name == "moving":
                 view[:] = np.abs(velocity[idx]) > self.moving_threshold
