@@ -51,6 +51,9 @@ def _register_run(sub) -> None:
     p.add_argument("--duration", type=float, help="run for S seconds of loop time, then shut down")
     p.add_argument("--controller", help="controller name (overrides controller.name; params cleared "
                    "unless it is the config's own)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="a `servoloop calibrate` result (YAML): sets position_stiffness of the servos of its "
+                        "model and pins the firmware gain it was made at (written at connect)")
     p.add_argument("--readonly", action="store_true", help="never write to the servos: no torque, no goals")
     p.add_argument("--lockstep", action="store_true",
                    help="simulated time against an in-process virtual bus (bit-reproducible)")
@@ -76,7 +79,12 @@ def _load_cfg(args):
         from servoloop.controller.config import ControllerConfig
 
         over["controller"] = ControllerConfig(name=args.controller, params={})
-    return cfg.with_overrides(**over) if over else cfg
+    cfg = cfg.with_overrides(**over) if over else cfg
+    if getattr(args, "calibration", None):
+        from servoloop.controller.calibration_file import apply_calibration, load_calibration
+
+        cfg = apply_calibration(cfg, load_calibration(args.calibration))
+    return cfg
 
 
 def _path_arg(value):

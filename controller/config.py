@@ -7,7 +7,7 @@ The schema (every key optional except ``servos``)::
     bus: {port: null, baud: 4000000, protocol: 2}        # port null: built-in virtual bus
     servos:
       - {id: 1, model: XM430-W350, joint: lf_hip_abad, offset: 0.0, direction: 1,
-         min: -0.8, max: 0.8}
+         min: -0.8, max: 0.8, registers: {profile_velocity: 0}}
     loop: {rate_hz: 1000}
     controller: {name: hold, params: {}}
     startup: {ramp_s: 1.0}
@@ -16,6 +16,7 @@ The schema (every key optional except ``servos``)::
     logging: {telemetry: auto}
     socket: {path: auto}
     simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}    # physics behind the virtual bus
+    register_defaults: {XM430-W350: {position_p_gain: 800}}  # written at connect (servos[].registers wins)
 
 A key the schema does not have is an error naming the key, its section and
 the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
@@ -36,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from servoloop.controller.config_checks import check_model, check_registers, line_of, validate_model
 from servoloop.controller.errors import ConfigError
 
 __all__ = [
@@ -102,6 +104,9 @@ class ServoConfig:
     torque_constant: float | None = None
     position_stiffness: float | None = None
     max_velocity: float | None = None  # rad/s goal slew limit; None: safety.max_velocity
+    #: control-table registers written at connect ({name: value}, SI or raw as the table's
+    #: unit says; see controller/config_checks.py), over the model's register_defaults
+    registers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -262,6 +267,8 @@ class RobotConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    #: per servo model, registers written at connect to every servo of it: {MODEL: {name: value}}
+    register_defaults: dict = field(default_factory=dict)
     source: str | None = None
 
     @property
@@ -416,7 +423,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
             raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
         if s.max_velocity is not None and not s.max_velocity > 0:
             raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
-        _check_model(s, i, where, err)
+        check_model(s, i, where, err)
     b = cfg.bus
     if b.protocol not in (1, 2):
         raise err(f"bus.protocol must be 1 or 2, got {b.protocol}", "bus.protocol")
@@ -459,85 +466,14 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
         )
     if cfg.model.name and cfg.model.urdf:
         raise err("model: give either name or urdf, not both", "model")
-    _validate_model(cfg, err)
+    validate_model(cfg, err)
+    check_registers(cfg, err)
     if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
         raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
     if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:
         raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
     if cfg.logging.max_files < 1:
         raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
-
-
-def _check_model(s, i: int, where: str, err) -> None:
-    """An unknown servo model is a config error naming the known ones (not a traceback at connect)."""
-    from servoloop.firmware_bridge.control_table import MODELS, get_table
-    from servoloop.firmware_bridge.errors import UnknownModelError
-
-    try:
-        get_table(s.model)
-    except UnknownModelError:
-        raise err(f"{where}: unknown servo model {s.model!r} (at servos[{i}].model); "
-                  f"known models: {', '.join(sorted(MODELS))}", f"servos[{i}].model") from None
-
-
-def _line_of(text: str, key: str | None) -> int | None:
-    """1-based line of dotted ``key`` (``servos[2].model``) in the YAML ``text``, or None."""
-    import re
-
-    if not key:
-        return None
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", key):
-        if node is None:
-            return None
-        if index:
-            if not isinstance(node, yaml.SequenceNode) or int(index) >= len(node.value):
-                return None
-            node = node.value[int(index)]
-        elif isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if getattr(k, "value", None) == name), None)
-        else:
-            return None
-    return None if node is None else node.start_mark.line + 1
-
-
-MIMIC_CHOICES = ("error", "independent")
-
-
-def _validate_model(cfg: RobotConfig, err) -> None:
-    """The robot description and its contact geometry."""
-    if cfg.model.mimic not in MIMIC_CHOICES:
-        raise err(f"model.mimic {cfg.model.mimic!r} is not one of {MIMIC_CHOICES}", "model.mimic")
-    urdf = cfg.model.urdf or ""
-    if urdf.endswith(".xacro") or urdf.endswith(".urdf.xacro"):
-        out = Path(urdf).name.removesuffix(".xacro")
-        out = out if out.endswith(".urdf") else out + ".urdf"
-        raise err(f"model.urdf {urdf!r} is a xacro file, not a URDF: expand it first with "
-                  f"`xacro {urdf} > {out}` (pip install xacro) and point model.urdf at {out}",
-                  "model.urdf")
-    from servoloop.core_cy.sim.model import SHAPES  # the shapes the simulator knows
-
-    for k, c in enumerate(cfg.simulation.contacts):
-        where = f"simulation.contacts[{k}] (link {c.link!r})"
-        if c.shape not in SHAPES:
-            raise err(f"{where}: shape {c.shape!r} is not one of {tuple(SHAPES)}", f"simulation.contacts[{k}].shape")
-        if len(c.size) != SHAPES[c.shape] or min(c.size) < 0:
-            what = {"box": "[x, y, z] full edge lengths", "sphere": "[radius]",
-                    "cylinder": "[radius, length]"}[c.shape]
-            raise err(f"{where}: a {c.shape} needs size {what} in m, got {list(c.size)}",
-                      f"simulation.contacts[{k}].size")
-        if len(c.origin) != 3:
-            raise err(f"{where}: origin must be [x, y, z] in m", f"simulation.contacts[{k}].origin")
-    plant = cfg.simulation.plant
-    if plant is not None and plant not in ("contact", "independent") and ":" not in plant:
-        raise err(f"simulation.plant {plant!r}: expected contact, independent or MODULE:FUNCTION",
-                  "simulation.plant")
-    if cfg.simulation.contacts and cfg.urdf_path() is None:
-        raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
-                  "simulation.contacts")
 
 
 # ---------------------------------------------------------------------------
@@ -595,7 +531,7 @@ def load_config(path: str | os.PathLike) -> RobotConfig:
     try:
         return config_from_dict(data if data is not None else {}, p)
     except ConfigError as exc:
-        line = _line_of(text, exc.key)
+        line = line_of(text, exc.key)
         if line is None:
             raise
         msg = str(exc)

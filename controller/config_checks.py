@@ -1,0 +1,183 @@
+"""Config checks that need other packages' data: servo models, control-table registers, the
+robot description and its contacts; and the line of a key in the YAML text.
+
+Split from :mod:`controller.config` (which keeps the schema and the generic checks).  Every
+check raises through ``err(message, key)``, the config's error factory, so the message
+names the file and the dotted key (and :func:`load_config` adds the line).
+
+Registers in the config (``servos[].registers`` and ``register_defaults: {MODEL: {...}}``)
+are control-table names with a value in the register's own unit: SI where the table
+gives a unit (rad, rad/s, rad/s^2, A, V, degC, s, ratio), the raw integer where it gives
+none (gains, drive mode).  The daemon owns some registers (ids, baud, mode, torque, goals,
+the Bus Watchdog): those are refused here with the reason, not silently overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import yaml
+
+__all__ = ["check_model", "check_registers", "register_plan", "line_of", "validate_model",
+           "DAEMON_REGISTERS", "MIMIC_CHOICES"]
+
+#: registers the daemon writes itself (or that would cut it off the bus), and why
+DAEMON_REGISTERS = {
+    "id": "change it with `servoloop setup id`",
+    "baud_rate": "change it with `servoloop setup baud`",
+    "protocol_type": "the bus protocol is bus.protocol",
+    "operating_mode": "set servos[].mode instead",
+    "torque_enable": "the daemon turns torque on after goal := present",
+    "goal_position": "the daemon writes goals",
+    "goal_velocity": "the daemon writes goals",
+    "goal_current": "the daemon writes goals",
+    "goal_pwm": "the daemon writes goals",
+    "moving_speed": "the daemon writes goals",
+    "goal_torque": "the daemon writes goals",
+    "bus_watchdog": "set safety.bus_watchdog_s instead",
+    "status_return_level": "the daemon needs every reply",
+}
+
+MIMIC_CHOICES = ("error", "independent")
+
+
+def check_model(s, i: int, where: str, err) -> None:
+    """An unknown servo model is a config error naming the known ones (not a traceback at connect)."""
+    from servoloop.firmware_bridge.control_table import MODELS, get_table
+    from servoloop.firmware_bridge.errors import UnknownModelError
+
+    try:
+        get_table(s.model)
+    except UnknownModelError:
+        raise err(f"{where}: unknown servo model {s.model!r} (at servos[{i}].model); "
+                  f"known models: {', '.join(sorted(MODELS))}", f"servos[{i}].model") from None
+
+
+def _raw_for(table, name: str, value, where: str, key: str, err) -> int:
+    """The raw integer ``value`` (SI or raw, per the table's unit) stands for; range-checked."""
+    from servoloop.firmware_bridge.units import from_si, to_si
+
+    if name not in table.registers:
+        known = ", ".join(sorted(n for n, r in table.registers.items() if r.writable and n not in DAEMON_REGISTERS))
+        raise err(f"{where}: {table.name} has no register {name!r}; writable registers: {known}", key)
+    reg = table[name]
+    if name in DAEMON_REGISTERS:
+        raise err(f"{where}: register {name!r} is not set from the config: {DAEMON_REGISTERS[name]}", key)
+    if not reg.writable:
+        raise err(f"{where}: register {name!r} of {table.name} is read-only", key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise err(f"{where}: register {name!r} needs a number, got {value!r}", key)
+    if reg.unit:
+        raw = from_si(reg, float(value))
+    else:
+        if float(value) != int(value):
+            raise err(f"{where}: register {name!r} has no unit: give its raw integer, got {value!r}", key)
+        raw = int(value)
+    lo, hi = reg.min_raw, reg.max_raw
+    if (lo is not None and raw < lo) or (hi is not None and raw > hi):
+        unit = reg.unit or "raw"
+        span = (f"{to_si(reg, lo):g}..{to_si(reg, hi):g} {unit}" if reg.unit else f"{lo}..{hi}")
+        raise err(f"{where}: register {name!r} = {value!r} is outside {table.name}'s range {span}", key)
+    return raw
+
+
+def register_plan(cfg) -> list[tuple[int, str, int, object]]:
+    """What to write at connect: ``(servo id, register, raw, value as configured)`` in config order.
+
+    A servo's own ``registers`` win over its model's ``register_defaults``.  The config has
+    been checked (:func:`check_registers`), so this does not raise for a loaded config.
+    """
+    from servoloop.firmware_bridge.control_table import get_table
+
+    defaults = {get_table(m).name: regs for m, regs in (cfg.register_defaults or {}).items()}
+    plan = []
+    for s in cfg.servos:
+        table = get_table(s.model)
+        merged = dict(defaults.get(table.name, {}))
+        merged.update(s.registers or {})
+        for name, value in merged.items():
+            def err(msg, key):
+                return ValueError(msg)
+            plan.append((s.id, name, _raw_for(table, name, value, "", "", err), value))
+    return plan
+
+
+def check_registers(cfg, err) -> None:
+    """``register_defaults`` (known models, known writable registers) and ``servos[].registers``."""
+    from servoloop.firmware_bridge.control_table import MODELS, get_table
+    from servoloop.firmware_bridge.errors import UnknownModelError
+
+    for model, regs in (cfg.register_defaults or {}).items():
+        key = f"register_defaults.{model}"
+        try:
+            table = get_table(str(model))
+        except UnknownModelError:
+            raise err(f"register_defaults: unknown servo model {model!r}; known models: "
+                      f"{', '.join(sorted(MODELS))}", key) from None
+        if not isinstance(regs, dict):
+            raise err(f"{key} must be a mapping of register: value, got {regs!r}", key)
+        for name, value in regs.items():
+            _raw_for(table, str(name), value, key, f"{key}.{name}", err)
+    for i, s in enumerate(cfg.servos):
+        table = get_table(s.model)
+        for name, value in (s.registers or {}).items():
+            key = f"servos[{i}].registers.{name}"
+            _raw_for(table, str(name), value, f"servos[{i}] (id {s.id}, joint {s.joint!r}).registers",
+                     key, err)
+
+
+def line_of(text: str, key: str | None) -> int | None:
+    """1-based line of dotted ``key`` (``servos[2].model``) in the YAML ``text``, or None."""
+    if not key:
+        return None
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", key):
+        if node is None:
+            return None
+        if index:
+            if not isinstance(node, yaml.SequenceNode) or int(index) >= len(node.value):
+                return None
+            node = node.value[int(index)]
+        elif isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == name), None)
+        else:
+            return None
+    return None if node is None else node.start_mark.line + 1
+
+
+def validate_model(cfg, err) -> None:
+    """The robot description and its contact geometry."""
+    if cfg.model.mimic not in MIMIC_CHOICES:
+        raise err(f"model.mimic {cfg.model.mimic!r} is not one of {MIMIC_CHOICES}", "model.mimic")
+    urdf = cfg.model.urdf or ""
+    if urdf.endswith(".xacro") or urdf.endswith(".urdf.xacro"):
+        out = Path(urdf).name.removesuffix(".xacro")
+        out = out if out.endswith(".urdf") else out + ".urdf"
+        raise err(f"model.urdf {urdf!r} is a xacro file, not a URDF: expand it first with "
+                  f"`xacro {urdf} > {out}` (pip install xacro) and point model.urdf at {out}",
+                  "model.urdf")
+    from servoloop.core_cy.sim.model import SHAPES  # the shapes the simulator knows
+
+    for k, c in enumerate(cfg.simulation.contacts):
+        where = f"simulation.contacts[{k}] (link {c.link!r})"
+        if c.shape not in SHAPES:
+            raise err(f"{where}: shape {c.shape!r} is not one of {tuple(SHAPES)}", f"simulation.contacts[{k}].shape")
+        if len(c.size) != SHAPES[c.shape] or min(c.size) < 0:
+            what = {"box": "[x, y, z] full edge lengths", "sphere": "[radius]",
+                    "cylinder": "[radius, length]"}[c.shape]
+            raise err(f"{where}: a {c.shape} needs size {what} in m, got {list(c.size)}",
+                      f"simulation.contacts[{k}].size")
+        if len(c.origin) != 3:
+            raise err(f"{where}: origin must be [x, y, z] in m", f"simulation.contacts[{k}].origin")
+    plant = cfg.simulation.plant
+    if plant is not None and plant not in ("contact", "independent") and ":" not in plant:
+        raise err(f"simulation.plant {plant!r}: expected contact, independent or MODULE:FUNCTION",
+                  "simulation.plant")
+    if cfg.simulation.contacts and cfg.urdf_path() is None:
+        raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
+                  "simulation.contacts")
