@@ -30,6 +30,9 @@ def register(sub) -> None:
     p = sub.add_parser("stop", help="ask a running daemon to shut down cleanly")
     _socket_args(p)
     p.set_defaults(func=cmd_stop)
+    from servoloop.controller.jog_cli import register as register_jog
+
+    register_jog(sub)
     _register_log(sub)
 
 
@@ -97,11 +100,16 @@ def cmd_run(args) -> int:
     """Run the daemon; print its summary.  A fault raises the error its first fault maps to."""
     import logging
 
+    from servoloop.cli import setup_logging
     from servoloop.controller.errors import ConfigError
     from servoloop.controller.faults import fault_error
+    from servoloop.controller.run_advice import missed_ticks_advice, rate_fit_warning
 
-    logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
     cfg = _load_cfg(args)  # ConfigError / ControllerParamError: exit 2 (servoloop.exit_codes)
+    setup_logging(args, cfg.logging.level)   # -v / -q win over the config's logging.level
+    too_fast = None if args.lockstep else rate_fit_warning(cfg)
+    if too_fast:
+        logging.getLogger("servoloop").warning("%s", too_fast)
     vproc = None
     lock = None
     try:
@@ -131,6 +139,8 @@ def cmd_run(args) -> int:
                             install_signals=True)
         except ValueError as exc:  # a value the config loader let through but the loop refuses
             raise ConfigError(str(exc), cfg.source) from exc
+        if too_fast:
+            daemon.warnings.append(too_fast)
         printer = None
         if not args.quiet:
             printer = StatusLine(daemon, sys.stderr)
@@ -149,6 +159,9 @@ def cmd_run(args) -> int:
             vproc.stop()
         if lock is not None:
             lock.close()
+    advice = missed_ticks_advice(summary, cfg.loop.rate_hz)
+    if advice:
+        summary["advice"] = [advice]
     if args.json:
         print(json.dumps(_finite(summary)))
     else:
@@ -184,6 +197,8 @@ def _print_summary(s: dict) -> None:
     _print_faults(s)
     for w in s["warnings"]:
         print(f"  warning: {w}")
+    for a in s.get("advice", ()):
+        print(f"  advice: {a}")
     if s.get("telemetry"):
         print(f"  telemetry: {s['telemetry']}")
 
@@ -197,7 +212,13 @@ def _print_faults(s: dict) -> None:
 
 
 class StatusLine:
-    """Prints rate, jitter p99, misses and bus errors to ``stream`` twice a second (own thread)."""
+    """Prints the robot's state, then loop timing, to ``stream`` twice a second (own thread).
+
+    The robot first: lifecycle state, the worst tracking error (|goal - position|) with
+    its joint, the hottest servo; then rate, jitter p99, misses and bus errors, which are
+    only shown once the run state has ticks to measure (never ``0.0 Hz``/``nan`` while
+    starting up).
+    """
 
     def __init__(self, daemon, stream, period_s: float = 0.5) -> None:
         self.daemon = daemon
@@ -219,10 +240,7 @@ class StatusLine:
             self.stream.flush()
 
     def line(self) -> str:
-        d = self.daemon
-        errs = sum(d.bus_errors.values())
-        return (f"[servoloop] {d.lifecycle.state.label:<8} t={d.t_s():7.2f} s  rate {d.rate_now():7.1f} Hz  "
-                f"jitter p99 {d.jitter.percentile_us(99):7.1f} us  missed {d.rate.missed}  bus errors {errs}")
+        return status_text(self.daemon)
 
     def _run(self) -> None:
         every = 1 if self.tty else 4  # a pipe or a log file gets a line every 2 s
@@ -233,11 +251,34 @@ class StatusLine:
                 continue
             try:
                 text = self.line()
-                self.stream.write(("\r" + text) if self.tty else text + "\n")
+                self.stream.write(("\r\x1b[K" + text) if self.tty else text + "\n")
                 self.stream.flush()
                 self._printed = True
             except (OSError, ValueError):
                 return
+
+
+def status_text(d) -> str:
+    """The status line of daemon ``d``: robot first, timing second (read from another thread:
+    copies of the arrays, so a tick that writes them meanwhile shows one tick's mix at worst)."""
+    import numpy as np
+
+    state = d.lifecycle.state.label
+    parts = [f"[servoloop] {state:<8} t={d.t_s():7.2f} s"]
+    names = d.joint_names
+    err = np.abs(np.array(d.goal) - np.array(d.state.position))
+    if state in ("startup", "run", "shutdown") and np.isfinite(err).any():
+        i = int(np.nanargmax(err))
+        parts.append(f"worst error {err[i]:.3f} rad ({names[i]})")
+    temp = getattr(getattr(d.loop, "monitor", None), "temperature", None)
+    if temp is not None and np.isfinite(temp).any():
+        i = int(np.nanargmax(temp))
+        parts.append(f"hottest {temp[i]:.0f} degC (servo {d.ids[i]}, {names[i]})")
+    if d.run_ticks > 0:
+        errs = sum(d.bus_errors.values())
+        parts.append(f"{d.rate_now():.1f} Hz, p99 {d.jitter.percentile_us(99):.0f} us, missed {d.rate.missed}, "
+                     f"bus errors {errs}")
+    return " | ".join(parts)
 
 
 # ---------------------------------------------------------------------------

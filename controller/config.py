@@ -37,7 +37,13 @@ from typing import Any
 
 import yaml
 
-from servoloop.controller.config_checks import check_model, check_registers, line_of, validate_model
+from servoloop.controller.config_checks import (
+    check_logging,
+    check_model,
+    check_registers,
+    line_of,
+    validate_model,
+)
 from servoloop.controller.errors import ConfigError
 
 __all__ = [
@@ -468,6 +474,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
         raise err("model: give either name or urdf, not both", "model")
     validate_model(cfg, err)
     check_registers(cfg, err)
+    check_logging(cfg, err)
     if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
         raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
     if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:

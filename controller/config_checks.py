@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["check_model", "check_registers", "register_plan", "line_of", "validate_model",
+__all__ = ["check_model", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
            "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
@@ -126,6 +126,15 @@ def check_registers(cfg, err) -> None:
             key = f"servos[{i}].registers.{name}"
             _raw_for(table, str(name), value, f"servos[{i}] (id {s.id}, joint {s.joint!r}).registers",
                      key, err)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def check_logging(cfg, err) -> None:
+    """``logging.level``: one of :data:`LOG_LEVELS` (what ``-v`` / ``-q`` override)."""
+    if str(cfg.logging.level).lower() not in LOG_LEVELS:
+        raise err(f"logging.level {cfg.logging.level!r} is not one of {LOG_LEVELS}", "logging.level")
 
 
 def line_of(text: str, key: str | None) -> int | None:
