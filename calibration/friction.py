@@ -13,7 +13,6 @@ and restores the operating mode, torque and goal afterwards.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 
@@ -102,7 +101,10 @@ def sweep_velocity(bus, servo_id: int, velocities, settle_s: float = 0.5, hold_s
         bus.write_raw(servo_id, "torque_enable", 0)
         bus.write_raw(servo_id, "operating_mode", 1)
         bus.write_raw(servo_id, "torque_enable", 1)
-        for k, target in enumerate(targets):
+        from servoloop.progress import Progress
+
+        bar = Progress(len(targets), f"friction sweep servo {servo_id}", "velocities") if progress else None
+        for target in targets:
             bus.write(servo_id, "goal_velocity", target)
             t0 = clock()
             vs, cs = [], []
@@ -113,10 +115,10 @@ def sweep_velocity(bus, servo_id: int, velocities, settle_s: float = 0.5, hold_s
                     cs.append(float(reader.values["present_current"][0]))
             v_out.append(np.mean(vs))
             tau_out.append(np.mean(cs) * kt)
-            if progress:
-                print(f"\r  friction sweep servo {servo_id}: {k + 1}/{len(targets)}", end="", file=sys.stderr)
-        if progress:
-            print(file=sys.stderr)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
     finally:
         bus.write(servo_id, "goal_velocity", 0.0)
         bus.write_raw(servo_id, "torque_enable", 0)

@@ -366,9 +366,15 @@ def _register_log(sub) -> None:
     e.add_argument("--csv", help="CSV output path")
     e.add_argument("--mcap", help="MCAP output path (needs the mcap package)")
     e.set_defaults(func=cmd_log_export)
-    pl = lsub.add_parser("plot", help="joint tracking and loop timing to PNG")
+    pl = lsub.add_parser("plot", help="joint tracking and loop timing to PNG (every joint, in pages)",
+                         description="Measured vs goal position of each joint (12 a page: OUT.png, OUT-2.png, "
+                         "...) and the loop timing.")
     pl.add_argument("file", help="telemetry file (.sltl)")
-    pl.add_argument("--out", required=True, help="PNG output path")
+    pl.add_argument("--out", required=True, help="PNG output path (first page)")
+    pl.add_argument("--joints", help="comma list of joints (default: all)")
+    pl.add_argument("--from", dest="t_from", type=float, metavar="S", help="start of the window, s")
+    pl.add_argument("--to", dest="t_to", type=float, metavar="S", help="end of the window, s")
+    pl.add_argument("--per-page", type=int, default=12, help="joints per page (default 12)")
     pl.set_defaults(func=cmd_log_plot)
     i = lsub.add_parser("info", help="header, row count, events, damage report")
     i.add_argument("file")
@@ -405,15 +411,21 @@ def cmd_log_export(args) -> int:
 
 
 def cmd_log_plot(args) -> int:
-    from servoloop.controller.log_plot import plot_telemetry
+    from servoloop.controller.log_plot import plot_pages
 
     tel = _read(args.file)
-    try:
-        plot_telemetry(tel, args.out)
-    except OSError as exc:  # an output that cannot be written
-        print(f"servoloop log plot: {exc}", file=sys.stderr)
+    joints = [j.strip() for j in args.joints.split(",") if j.strip()] if args.joints else None
+    if args.per_page < 1:
+        print("servoloop log plot: --per-page must be >= 1", file=sys.stderr)
         return EXIT_USAGE
-    print(args.out)
+    try:
+        pages = plot_pages(tel, args.out, joints=joints, t_from=args.t_from, t_to=args.t_to,
+                               per_page=args.per_page)
+    except (OSError, ValueError) as exc:  # an output that cannot be written, a joint or window not there
+        print(f"servoloop log plot: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for page in pages:
+        print(page)
     return EXIT_OK
 
 
