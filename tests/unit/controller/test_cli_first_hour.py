@@ -12,7 +12,11 @@ import yaml
 from servoloop.cli import build_parser, log_level, main
 from servoloop.controller.config import builtin_config
 from servoloop.controller.jog_cli import JogKeys, jog_state, parse_goal_args
-from servoloop.controller.run_advice import missed_ticks_advice, rate_fit_warning, wire_time_per_tick_s
+from servoloop.controller.run_advice import (
+    missed_ticks_advice,
+    rate_fit_warning,
+    wire_time_per_tick_s,
+)
 from servoloop.controller.telemetry import TelemetryRing, TelemetryWriter
 from servoloop.controller.telemetry_format import read_telemetry
 from servoloop.controller.yaml_edit import set_servo_fields
