@@ -52,7 +52,8 @@ def _add_fit(csub):
     p.add_argument("--holdout", nargs="*", default=[], metavar="FILE", help="recordings only scored")
     p.add_argument("--model", default="v3",
                    help="model name, or a comma list with --cross-validate "
-                        "(seed000, pd, m1..m6 = BAM's, v3, v6 = ours); default v3")
+                        "(seed000 = the square-wave regression of Tan et al. 2018, pd, m1..m6 = BAM's, "
+                        "v3, v6 = ours); default v3")
     p.add_argument("--cross-validate", action="store_true",
                    help="cross-validate by firmware gain: fit on the other gains' logs, predict each gain's")
     p.add_argument("--evaluate", metavar="PARAMS",
@@ -232,7 +233,8 @@ def _cross_validate(args, names, recs, progress) -> int:
 # ---------------------------------------------------------------- actuator (hardware)
 
 def _add_actuator(csub):
-    p = csub.add_parser("actuator", help="run seed 000's square-wave experiment on one servo and identify it")
+    p = csub.add_parser("actuator", help="step one servo through a square wave at one or more firmware gains and "
+                        "identify its kp, kd, kc")
     p.add_argument("--port", help="serial port (or virtual bus pty)")
     p.add_argument("--baud", type=int, default=1_000_000)
     p.add_argument("--protocol", type=int, choices=(1, 2), default=None,
@@ -242,7 +244,7 @@ def _add_actuator(csub):
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--load", help="pendulum:MASS:LENGTH (kg, m)")
     load.add_argument("--inertia", type=float, help="load inertia about the axis, kg*m^2 (no gravity)")
-    p.add_argument("--half-period", type=float, default=0.67, help="s (seed 000: 0.67)")
+    p.add_argument("--half-period", type=float, default=0.67, help="half period of the square wave, s (default 0.67)")
     p.add_argument("--amplitude", type=float, default=None, help="rad (default: from a pilot step)")
     p.add_argument("--cycles", type=int, default=8, help="square-wave periods per gain (default 8)")
     p.add_argument("--gains", default=None, help="firmware position gains, comma list (AX: compliance slopes)")

@@ -34,6 +34,7 @@ import numpy as np
 
 from servoloop.calibration.errors import ExperimentError
 from servoloop.calibration.recording import Recording
+from servoloop.progress import Progress
 
 __all__ = ["LoadSpec", "parse_load", "ServoSnapshot", "gain_registers", "snapshot_servo",
            "restore_servo", "square_wave_goal", "record_square_wave", "pilot_amplitude",
@@ -184,11 +185,14 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
     bus.write(servo_id, "goal_position", goal)
     t0 = clock.now()
     last_print = -1.0
+    bar = Progress(round(duration, 2), label or f"servo {servo_id} square wave", "s") if progress else None
     while True:
         try:
             clock.tick()
             reader.read()
         except Exception as exc:
+            if bar is not None:
+                bar.close()
             # a servo that stops answering mid-run: keep what was recorded
             err = ExperimentError(f"servo {servo_id}: bus failed after {len(rows)} samples: {exc}")
             err.partial = _channels(rows, reader) if rows else None
@@ -203,12 +207,12 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
             bus.write(servo_id, "goal_position", goal)
         # sample k holds the goal in force from t_k to t_k+1 (the simulator's convention)
         rows.append((t, goal) + vals)
-        if progress and t - last_print >= 0.25:
+        if bar is not None and t - last_print >= 0.25:
             last_print = t
-            _bar(label, t / duration)
-    if progress:
-        _bar(label, 1.0)
-        print(file=sys.stderr)
+            bar.set(round(min(t, duration), 2))
+    if bar is not None:
+        bar.set(round(duration, 2))
+        bar.close()
     if len(rows) < 10:
         raise ExperimentError(f"servo {servo_id}: only {len(rows)} samples in {duration:.1f} s")
     return _channels(rows, reader)
@@ -224,11 +228,6 @@ def _as_sent(register, value: float) -> float:
     from servoloop.firmware_bridge.units import from_si, to_si
 
     return to_si(register, from_si(register, value))
-
-
-def _bar(label: str, frac: float) -> None:
-    n = int(round(30 * min(max(frac, 0.0), 1.0)))
-    print(f"\r  {label:24s} [{'#' * n}{'.' * (30 - n)}] {100 * frac:5.1f} %", end="", file=sys.stderr)
 
 
 def pilot_amplitude(bus, servo_id: int, center: float, clock=None, pilot_rad: float = 0.05,

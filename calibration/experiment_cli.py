@@ -80,9 +80,9 @@ def _run(args) -> int:
         print(json.dumps(out, default=_plain))
     else:
         p, se = result["params"], result["stderr"]
-        print(f"kp = {p['kp']:.4g} +- {se.get('kp', math.nan):.2g} N*m/rad   (paper method: {result['paper']['kp']:.4g})")
-        print(f"kd = {p['kd']:.4g} +- {se.get('kd', math.nan):.2g} N*m*s/rad (paper method: {result['paper']['kd']:.4g})")
-        print(f"kc = {p['kc']:.4g} +- {se.get('kc', math.nan):.2g} N*m       (paper method: {result['paper']['kc']:.4g})")
+        print(f"kp = {p['kp']:.4g} +- {se.get('kp', math.nan):.2g} N*m/rad   (regression on the steps: {result['paper']['kp']:.4g})")
+        print(f"kd = {p['kd']:.4g} +- {se.get('kd', math.nan):.2g} N*m*s/rad (regression on the steps: {result['paper']['kd']:.4g})")
+        print(f"kc = {p['kc']:.4g} +- {se.get('kc', math.nan):.2g} N*m       (regression on the steps: {result['paper']['kc']:.4g})")
         print(f"simulation MAE {result['fit']['mae_rad'] * 1e3:.2f} mrad; written {args.out}")
     return 0
 

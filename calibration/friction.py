@@ -46,7 +46,6 @@ Two ways to the motor torque:
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 
@@ -228,10 +227,13 @@ def sweep_velocity(bus, servo_id: int, velocities, settle_s: float = 0.5, hold_s
             "no_load_speed_rad_s": w0, "rated_voltage_v": ds.voltage_v}
 
 
-def _progress(servo_id, k, n, progress) -> None:
-    if progress:
-        print(f"\r  friction sweep servo {servo_id}: {k + 1}/{n}", end="" if k + 1 < n else "\n",
-              file=sys.stderr)
+def _bar(servo_id, n, progress):
+    """A progress bar over the sweep's velocities (a terminal bar, plain lines when redirected)."""
+    if not progress:
+        return None
+    from servoloop.progress import Progress
+
+    return Progress(n, f"friction sweep servo {servo_id}", "velocities")
 
 
 def _sweep_x(bus, servo_id, targets, reading, settle_s, hold_s, clock, tick, progress) -> np.ndarray:
@@ -243,10 +245,14 @@ def _sweep_x(bus, servo_id, targets, reading, settle_s, hold_s, clock, tick, pro
         bus.write_raw(servo_id, "torque_enable", 0)
         bus.write_raw(servo_id, "operating_mode", 1)
         bus.write_raw(servo_id, "torque_enable", 1)
-        for k, target in enumerate(targets):
+        bar = _bar(servo_id, len(targets), progress)
+        for target in targets:
             bus.write(servo_id, "goal_velocity", target)
             out.append(_hold(bus, reader, ["present_velocity", reading], settle_s, hold_s, clock, tick))
-            _progress(servo_id, k, len(targets), progress)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
     finally:
         bus.write(servo_id, "goal_velocity", 0.0)
         bus.write_raw(servo_id, "torque_enable", 0)
@@ -268,10 +274,14 @@ def _sweep_wheel(bus, servo_id, targets, settle_s, hold_s, clock, tick, progress
         bus.write_raw(servo_id, "cw_angle_limit", 0)
         bus.write_raw(servo_id, "ccw_angle_limit", 0)
         bus.write_raw(servo_id, "torque_enable", 1)
-        for k, target in enumerate(targets):
+        bar = _bar(servo_id, len(targets), progress)
+        for target in targets:
             bus.write(servo_id, "moving_speed", target)
             out.append(_hold(bus, reader, ["present_velocity", "present_load"], settle_s, hold_s, clock, tick))
-            _progress(servo_id, k, len(targets), progress)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
     finally:
         bus.write_raw(servo_id, "moving_speed", 0)
         bus.write_raw(servo_id, "torque_enable", 0)

@@ -19,7 +19,6 @@ residuals are correlated in time.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,11 +164,14 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
     if loss not in ("soft_l1", "linear"):
         raise FitError(f"unknown loss {loss!r}")
     count = [0]
+    from servoloop.progress import Progress
+
+    bar = Progress(None, f"fit {model.name} ({len(recs)} logs)", "simulations") if progress else None
 
     def residuals(x):
         count[0] += 1
-        if progress and count[0] % 50 == 0:
-            print(f"\r  fit {model.name}: {count[0]} simulations of {len(recs)} logs", end="", file=sys.stderr)
+        if bar is not None and count[0] % 50 == 0:
+            bar.set(count[0])
         return output_error_residuals(model, recs, _from_x(model, x), sample_weights)
 
     if method not in ("cmaes+lsq", "cmaes", "lsq"):
@@ -187,8 +189,8 @@ def fit_output_error(model: ModelSpec, recs: list[Recording], start: dict | None
     if method != "lsq" and _mean_mae(model, recs, sol.x) > _mean_mae(model, recs, x0):
         # the soft-L1 polish traded MAE for squared error: keep the MAE optimum
         sol.x = x0
-    if progress:
-        print(file=sys.stderr)
+    if bar is not None:
+        bar.close()
     params = _from_x(model, sol.x)
     stderr = _stderr(model, sol)
     maes = [simulation_mae(model, params, r) for r in recs]
@@ -213,14 +215,16 @@ def _cmaes(model, recs, x0, evals, seed, progress):
     es = cma.CMAEvolutionStrategy(np.clip(x0, 0.0, 1.0), 0.15,
                                   {"bounds": [0.0, 1.0], "maxfevals": evals, "seed": seed,
                                    "verbose": -9})
+    from servoloop.progress import Progress
+
+    bar = Progress(evals, f"CMA-ES {model.name}", "evaluations") if progress else None
     while not es.stop():
         xs = es.ask()
         es.tell(xs, [score(x) for x in xs])
-        if progress:
-            print(f"\r  CMA-ES {model.name}: {es.countevals}/{evals} evaluations, "
-                  f"best MAE {es.result.fbest * 1e3:.2f} mrad", end="", file=sys.stderr)
-    if progress:
-        print(file=sys.stderr)
+        if bar is not None:
+            bar.set(es.countevals, f"best MAE {es.result.fbest * 1e3:.2f} mrad")
+    if bar is not None:
+        bar.close()
     return np.asarray(es.result.xbest)
 
 

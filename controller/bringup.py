@@ -2,7 +2,7 @@
 
 Ping every servo and check its model, set the FTDI latency timer and each
 servo's Return Delay Time (unless read-only), then put each servo in the
-config's operating mode.  Operating Mode is EEPROM: writable only with
+config's operating mode and write the config's registers (read back and checked).  Operating Mode is EEPROM: writable only with
 torque off (field notes a7).
 
 The Bus Watchdog (X series and MX 2.0, address 98, unit 20 ms) is the
@@ -27,7 +27,7 @@ from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.controller.servo_faults import OPERATING_MODES
 from servoloop.controller.velocity_mode import leave_wheel_mode, set_wheel_mode
 
-__all__ = ["servo_tables", "connect_bus", "configure_modes", "connect_report_text",
+__all__ = ["servo_tables", "connect_bus", "configure_modes", "write_config_registers", "connect_report_text",
            "watchdog_ids", "prepare_bus_watchdog", "arm_bus_watchdog", "clear_bus_watchdog"]
 
 WATCHDOG_UNIT_S = 0.02     # Bus Watchdog(98): 1..127 units of 20 ms
@@ -95,6 +95,55 @@ def configure_modes(bus, cfg, tables) -> None:
             log.warning("servo %d (%s): operating mode %d -> %d (torque off first)", s.id, s.joint, have, want)
             bus.write(s.id, "torque_enable", 0)
             bus.write(s.id, "operating_mode", want)
+    write_config_registers(bus, cfg, tables)
+
+
+def write_config_registers(bus, cfg, tables) -> int:
+    """Write the config's registers (``servos[].registers`` over ``register_defaults``), then
+    read each back.  Runs at connect, before startup's goal := present and torque on; an
+    EEPROM register that differs is written with torque off (EEPROM is locked while torque
+    is on).  A register that already holds the value is not written (EEPROM wears).
+
+    Returns
+    -------
+    int
+        How many registers were written.
+
+    Raises
+    ------
+    FaultRaised
+        A ``connect`` fault naming the servo, the register, the value written and the value
+        read back, when the servo did not keep it.
+    BridgeError
+        A read or write failed.
+    """
+    from servoloop.controller.config_checks import register_plan
+
+    table_of = {s.id: t for s, t in zip(cfg.servos, tables, strict=False)}
+    joint_of = {s.id: s.joint for s in cfg.servos}
+    written = 0
+    for sid, name, raw, value in register_plan(cfg):
+        reg = table_of[sid][name]
+        if bus.read_raw(sid, name) == raw:
+            continue
+        if reg.eeprom and bus.read_raw(sid, "torque_enable"):
+            bus.write_raw(sid, "torque_enable", 0)
+        bus.write_raw(sid, name, raw)
+        written += 1
+        back = bus.read_raw(sid, name)
+        if back != raw:
+            raise FaultRaised(Fault(FaultKind.CONNECT, f"connect: servo {sid} ({joint_of[sid]}): register {name} "
+                                    f"written {_shown(reg, raw)} but reads back {_shown(reg, back)}",
+                                    sid, joint_of[sid]))
+        log.info("servo %d (%s): %s := %s", sid, joint_of[sid], name, value)
+    return written
+
+
+def _shown(reg, raw: int) -> str:
+    """A register value as the config gives it: SI with the raw in brackets, or the raw."""
+    from servoloop.firmware_bridge.units import to_si
+
+    return f"{to_si(reg, raw):g} {reg.unit} (raw {raw})" if reg.unit else str(raw)
 
 
 def connect_report_text(report) -> str:

@@ -30,6 +30,9 @@ def register(sub) -> None:
     p = sub.add_parser("stop", help="ask a running daemon to shut down cleanly")
     _socket_args(p)
     p.set_defaults(func=cmd_stop)
+    from servoloop.controller.jog_cli import register as register_jog
+
+    register_jog(sub)
     _register_log(sub)
 
 
@@ -51,6 +54,9 @@ def _register_run(sub) -> None:
     p.add_argument("--duration", type=float, help="run for S seconds of loop time, then shut down")
     p.add_argument("--controller", help="controller name (overrides controller.name; params cleared "
                    "unless it is the config's own)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="a `servoloop calibrate` result (YAML): sets position_stiffness of the servos of its "
+                        "model and pins the firmware gain it was made at (written at connect)")
     p.add_argument("--readonly", action="store_true", help="never write to the servos: no torque, no goals")
     p.add_argument("--lockstep", action="store_true",
                    help="simulated time against an in-process virtual bus (bit-reproducible)")
@@ -79,7 +85,12 @@ def _load_cfg(args):
         from servoloop.controller.config import ControllerConfig
 
         over["controller"] = ControllerConfig(name=args.controller, params={})
-    return cfg.with_overrides(**over) if over else cfg
+    cfg = cfg.with_overrides(**over) if over else cfg
+    if getattr(args, "calibration", None):
+        from servoloop.controller.calibration_file import apply_calibration, load_calibration
+
+        cfg = apply_calibration(cfg, load_calibration(args.calibration))
+    return cfg
 
 
 def _path_arg(value):
@@ -92,14 +103,19 @@ def cmd_run(args) -> int:
     """Run the daemon; print its summary.  A fault raises the error its first fault maps to."""
     import logging
 
+    from servoloop.cli import setup_logging
     from servoloop.controller.errors import ConfigError
     from servoloop.controller.faults import fault_error
+    from servoloop.controller.run_advice import missed_ticks_advice, rate_fit_warning
 
-    logging.basicConfig(level=logging.WARNING, format="servoloop: %(levelname)s %(name)s: %(message)s")
     cfg = _load_cfg(args)  # ConfigError / ControllerParamError: exit 2 (servoloop.exit_codes)
+    setup_logging(args, cfg.logging.level)   # -v / -q win over the config's logging.level
     live = _live_view(args)
     if live is False:
         return EXIT_USAGE
+    too_fast = None if args.lockstep else rate_fit_warning(cfg)
+    if too_fast:
+        logging.getLogger("servoloop").warning("%s", too_fast)
     vproc = None
     lock = None
     try:
@@ -130,6 +146,8 @@ def cmd_run(args) -> int:
         except ValueError as exc:  # a value the config loader let through but the loop refuses
             raise ConfigError(str(exc), cfg.source) from exc
         daemon.outputs.live = live
+        if too_fast:
+            daemon.warnings.append(too_fast)
         printer = None
         if not args.quiet:
             printer = StatusLine(daemon, sys.stderr)
@@ -148,6 +166,9 @@ def cmd_run(args) -> int:
             vproc.stop()
         if lock is not None:
             lock.close()
+    advice = missed_ticks_advice(summary, cfg.loop.rate_hz)
+    if advice:
+        summary["advice"] = [advice]
     if args.json:
         print(json.dumps(_finite(summary)))
     else:
@@ -199,6 +220,8 @@ def _print_summary(s: dict) -> None:
     _print_faults(s)
     for w in s["warnings"]:
         print(f"  warning: {w}")
+    for a in s.get("advice", ()):
+        print(f"  advice: {a}")
     if s.get("telemetry"):
         print(f"  telemetry: {s['telemetry']}")
 
@@ -212,7 +235,13 @@ def _print_faults(s: dict) -> None:
 
 
 class StatusLine:
-    """Prints rate, jitter p99, misses and bus errors to ``stream`` twice a second (own thread)."""
+    """Prints the robot's state, then loop timing, to ``stream`` twice a second (own thread).
+
+    The robot first: lifecycle state, the worst tracking error (|goal - position|) with
+    its joint, the hottest servo; then rate, jitter p99, misses and bus errors, which are
+    only shown once the run state has ticks to measure (never ``0.0 Hz``/``nan`` while
+    starting up).
+    """
 
     def __init__(self, daemon, stream, period_s: float = 0.5) -> None:
         self.daemon = daemon
@@ -234,10 +263,7 @@ class StatusLine:
             self.stream.flush()
 
     def line(self) -> str:
-        d = self.daemon
-        errs = sum(d.bus_errors.values())
-        return (f"[servoloop] {d.lifecycle.state.label:<8} t={d.t_s():7.2f} s  rate {d.rate_now():7.1f} Hz  "
-                f"jitter p99 {d.jitter.percentile_us(99):7.1f} us  missed {d.rate.missed}  bus errors {errs}")
+        return status_text(self.daemon)
 
     def _run(self) -> None:
         every = 1 if self.tty else 4  # a pipe or a log file gets a line every 2 s
@@ -248,11 +274,34 @@ class StatusLine:
                 continue
             try:
                 text = self.line()
-                self.stream.write(("\r" + text) if self.tty else text + "\n")
+                self.stream.write(("\r\x1b[K" + text) if self.tty else text + "\n")
                 self.stream.flush()
                 self._printed = True
             except (OSError, ValueError):
                 return
+
+
+def status_text(d) -> str:
+    """The status line of daemon ``d``: robot first, timing second (read from another thread:
+    copies of the arrays, so a tick that writes them meanwhile shows one tick's mix at worst)."""
+    import numpy as np
+
+    state = d.lifecycle.state.label
+    parts = [f"[servoloop] {state:<8} t={d.t_s():7.2f} s"]
+    names = d.joint_names
+    err = np.abs(np.array(d.goal) - np.array(d.state.position))
+    if state in ("startup", "run", "shutdown") and np.isfinite(err).any():
+        i = int(np.nanargmax(err))
+        parts.append(f"worst error {err[i]:.3f} rad ({names[i]})")
+    temp = getattr(getattr(d.loop, "monitor", None), "temperature", None)
+    if temp is not None and np.isfinite(temp).any():
+        i = int(np.nanargmax(temp))
+        parts.append(f"hottest {temp[i]:.0f} degC (servo {d.ids[i]}, {names[i]})")
+    if d.run_ticks > 0:
+        errs = sum(d.bus_errors.values())
+        parts.append(f"{d.rate_now():.1f} Hz, p99 {d.jitter.percentile_us(99):.0f} us, missed {d.rate.missed}, "
+                     f"bus errors {errs}")
+    return " | ".join(parts)
 
 
 # ---------------------------------------------------------------------------
@@ -340,9 +389,15 @@ def _register_log(sub) -> None:
     e.add_argument("--csv", help="CSV output path")
     e.add_argument("--mcap", help="MCAP output path (needs the mcap package)")
     e.set_defaults(func=cmd_log_export)
-    pl = lsub.add_parser("plot", help="joint tracking and loop timing to PNG")
+    pl = lsub.add_parser("plot", help="joint tracking and loop timing to PNG (every joint, in pages)",
+                         description="Measured vs goal position of each joint (12 a page: OUT.png, OUT-2.png, "
+                         "...) and the loop timing.")
     pl.add_argument("file", help="telemetry file (.sltl)")
-    pl.add_argument("--out", required=True, help="PNG output path")
+    pl.add_argument("--out", required=True, help="PNG output path (first page)")
+    pl.add_argument("--joints", help="comma list of joints (default: all)")
+    pl.add_argument("--from", dest="t_from", type=float, metavar="S", help="start of the window, s")
+    pl.add_argument("--to", dest="t_to", type=float, metavar="S", help="end of the window, s")
+    pl.add_argument("--per-page", type=int, default=12, help="joints per page (default 12)")
     pl.set_defaults(func=cmd_log_plot)
     i = lsub.add_parser("info", help="header, row count, events, damage report")
     i.add_argument("file")
@@ -379,15 +434,21 @@ def cmd_log_export(args) -> int:
 
 
 def cmd_log_plot(args) -> int:
-    from servoloop.controller.log_plot import plot_telemetry
+    from servoloop.controller.log_plot import plot_pages
 
     tel = _read(args.file)
-    try:
-        plot_telemetry(tel, args.out)
-    except OSError as exc:  # an output that cannot be written
-        print(f"servoloop log plot: {exc}", file=sys.stderr)
+    joints = [j.strip() for j in args.joints.split(",") if j.strip()] if args.joints else None
+    if args.per_page < 1:
+        print("servoloop log plot: --per-page must be >= 1", file=sys.stderr)
         return EXIT_USAGE
-    print(args.out)
+    try:
+        pages = plot_pages(tel, args.out, joints=joints, t_from=args.t_from, t_to=args.t_to,
+                               per_page=args.per_page)
+    except (OSError, ValueError) as exc:  # an output that cannot be written, a joint or window not there
+        print(f"servoloop log plot: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for page in pages:
+        print(page)
     return EXIT_OK
 
 

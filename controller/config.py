@@ -7,7 +7,7 @@ The schema (every key optional except ``servos``)::
     bus: {port: null, baud: 4000000, protocol: 2}        # port null: built-in virtual bus
     servos:
       - {id: 1, model: XM430-W350, joint: lf_hip_abad, offset: 0.0, direction: 1,
-         min: -0.8, max: 0.8}
+         min: -0.8, max: 0.8, registers: {profile_velocity: 0}}
     loop: {rate_hz: 1000}
     controller: {name: hold, params: {}}
     startup: {ramp_s: 1.0}
@@ -16,6 +16,7 @@ The schema (every key optional except ``servos``)::
     logging: {telemetry: auto}
     socket: {path: auto}
     simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}    # physics behind the virtual bus
+    register_defaults: {XM430-W350: {position_p_gain: 800}}  # written at connect (servos[].registers wins)
 
 A key the schema does not have is an error naming the key, its section and
 the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
@@ -36,6 +37,14 @@ from typing import Any
 
 import yaml
 
+from servoloop.controller.config_checks import (
+    check_logging,
+    check_model,
+    check_protocols,
+    check_registers,
+    line_of,
+    validate_model,
+)
 from servoloop.controller.errors import ConfigError
 
 __all__ = [
@@ -102,6 +111,9 @@ class ServoConfig:
     torque_constant: float | None = None
     position_stiffness: float | None = None
     max_velocity: float | None = None  # rad/s goal slew limit; None: safety.max_velocity
+    #: control-table registers written at connect ({name: value}, SI or raw as the table's
+    #: unit says; see controller/config_checks.py), over the model's register_defaults
+    registers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -262,6 +274,8 @@ class RobotConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    #: per servo model, registers written at connect to every servo of it: {MODEL: {name: value}}
+    register_defaults: dict = field(default_factory=dict)
     source: str | None = None
 
     @property
@@ -298,7 +312,7 @@ class RobotConfig:
                 cfg = replace(cfg, **{section: replace(sub, **{key: value})})
             else:
                 cfg = replace(cfg, **{section: value})
-        validate(cfg, cfg.source)
+        _validate(cfg, cfg.source)
         return cfg
 
 
@@ -385,21 +399,94 @@ def _build(cls: type, data: dict, section: str, path: str | None):
 
 
 # ---------------------------------------------------------------------------
+# Semantic checks: limits, uniqueness, choices.
+
+
+def _validate(cfg: RobotConfig, path: str | None) -> None:
+    def err(msg: str, key: str) -> ConfigError:
+        return ConfigError(msg, path, key)
+
+    if not cfg.servos:
+        raise err("servos: at least one servo is needed", "servos")
+    seen_ids: dict[int, int] = {}
+    seen_joints: dict[str, int] = {}
+    for i, s in enumerate(cfg.servos):
+        where = f"servos[{i}] (id {s.id}, joint {s.joint!r})"
+        if not 0 <= s.id <= 252:
+            raise err(f"{where}: id must be 0..252", f"servos[{i}].id")
+        if s.id in seen_ids:
+            raise err(f"{where}: id {s.id} already used by servos[{seen_ids[s.id]}]", f"servos[{i}].id")
+        if s.joint in seen_joints:
+            raise err(f"{where}: joint already driven by servos[{seen_joints[s.joint]}]", f"servos[{i}].joint")
+        seen_ids[s.id] = i
+        seen_joints[s.joint] = i
+        if s.direction not in (1, -1):
+            raise err(f"{where}: direction must be 1 or -1, got {s.direction}", f"servos[{i}].direction")
+        if not s.min < s.max:
+            raise err(f"{where}: min {s.min} must be below max {s.max} (rad)", f"servos[{i}].min")
+        if s.mode not in SERVO_MODES:
+            raise err(f"{where}: mode {s.mode!r} is not one of {SERVO_MODES}", f"servos[{i}].mode")
+        if s.mode == "current" and not s.torque_constant:
+            raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
+        if s.max_velocity is not None and not s.max_velocity > 0:
+            raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
+        check_model(s, i, where, err)
+    b = cfg.bus
+    if b.protocol not in (1, 2, "mixed"):
+        raise err(f"bus.protocol must be 1, 2 or mixed, got {b.protocol!r}", "bus.protocol")
+    check_protocols(cfg, err)
+    if b.baud <= 0:
+        raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
+    lp = cfg.loop
+    if not lp.rate_hz > 0:
+        raise err(f"loop.rate_hz must be > 0, got {lp.rate_hz}", "loop.rate_hz")
+    if lp.spin_s < 0 or lp.spin_s >= 1.0 / lp.rate_hz:
+        raise err(f"loop.spin_s must be in [0, one period), got {lp.spin_s}", "loop.spin_s")
+    if cfg.startup.ramp_s < 0:
+        raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
+    sd = cfg.shutdown
+    if sd.mode not in SHUTDOWN_MODES:
+        raise err(f"shutdown.mode {sd.mode!r} is not one of {SHUTDOWN_MODES}", "shutdown.mode")
+    if sd.stop_cycles < 1:
+        raise err(f"shutdown.stop_cycles must be >= 1, got {sd.stop_cycles}", "shutdown.stop_cycles")
+    sf = cfg.safety
+    for key in ("max_velocity", "max_acceleration", "bus_watchdog_s"):
+        v = getattr(sf, key)
+        if v is not None and not v > 0:
+            raise err(f"safety.{key} must be > 0 (or null), got {v}", f"safety.{key}")
+    if not sf.comm_timeout_s > 0:
+        raise err(f"safety.comm_timeout_s must be > 0 s, got {sf.comm_timeout_s}", "safety.comm_timeout_s")
+    if not 0 <= sf.comm_hold_s <= sf.comm_timeout_s:
+        raise err(f"safety.comm_hold_s must be in [0, comm_timeout_s], got {sf.comm_hold_s}", "safety.comm_hold_s")
+    if not sf.comm_window_s > 0:
+        raise err(f"safety.comm_window_s must be > 0 s, got {sf.comm_window_s}", "safety.comm_window_s")
+    if not 0 <= sf.comm_warn_rate <= 1:
+        raise err(f"safety.comm_warn_rate must be in [0, 1], got {sf.comm_warn_rate}", "safety.comm_warn_rate")
+    if sf.comm_timeout_action not in SHUTDOWN_MODES:
+        raise err(f"safety.comm_timeout_action {sf.comm_timeout_action!r} is not one of {SHUTDOWN_MODES}",
+                  "safety.comm_timeout_action")
+    if sf.monitor_every < 1:
+        raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
+    if sf.on_hardware_error not in HARDWARE_ERROR_REACTIONS:
+        raise err(
+            f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {HARDWARE_ERROR_REACTIONS}",
+            "safety.on_hardware_error",
+        )
+    if cfg.model.name and cfg.model.urdf:
+        raise err("model: give either name or urdf, not both", "model")
+    validate_model(cfg, err)
+    check_registers(cfg, err)
+    check_logging(cfg, err)
+    if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
+        raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
+    if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:
+        raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
+    if cfg.logging.max_files < 1:
+        raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
+
+
+# ---------------------------------------------------------------------------
 # Entry points.
-
-
-def validate(cfg: RobotConfig, path: str | None) -> None:
-    """Semantic checks of a loaded config (see :mod:`controller.config_checks`)."""
-    from servoloop.controller.config_checks import validate as _checks
-
-    _checks(cfg, path)
-
-
-def line_of(text: str, key: str | None) -> int | None:
-    from servoloop.controller.config_checks import line_of as _line
-
-    return _line(text, key)
-
 
 
 def config_from_dict(data: dict, path: str | os.PathLike | None = None) -> RobotConfig:
@@ -427,7 +514,7 @@ def config_from_dict(data: dict, path: str | os.PathLike | None = None) -> Robot
         data["model"] = {"urdf": m} if m.endswith(".urdf") else {"name": m}
     cfg = _build(RobotConfig, data, "", spath)
     cfg = replace(cfg, source=spath)
-    validate(cfg, spath)
+    _validate(cfg, spath)
     return cfg
 
 

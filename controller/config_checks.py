@@ -1,109 +1,49 @@
-"""Semantic checks of a robot config: limits, uniqueness, choices, models, contacts.
+"""Config checks that need other packages' data: servo models, control-table registers, the
+robot description and its contacts; and the line of a key in the YAML text.
 
-:func:`controller.config.load_config` builds the typed config (unknown keys
-and wrong types are refused there), then calls :func:`validate`; every
-error names the file and the key, and :func:`line_of` finds the key's line.
+Split from :mod:`controller.config` (which keeps the schema and the generic checks).  Every
+check raises through ``err(message, key)``, the config's error factory, so the message
+names the file and the dotted key (and :func:`load_config` adds the line).
+
+Registers in the config (``servos[].registers`` and ``register_defaults: {MODEL: {...}}``)
+are control-table names with a value in the register's own unit: SI where the table
+gives a unit (rad, rad/s, rad/s^2, A, V, degC, s, ratio), the raw integer where it gives
+none (gains, drive mode).  The daemon owns some registers (ids, baud, mode, torque, goals,
+the Bus Watchdog): those are refused here with the reason, not silently overwritten.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import yaml
 
-from servoloop.controller.config import (
-    HARDWARE_ERROR_REACTIONS,
-    SERVO_MODES,
-    SHUTDOWN_MODES,
-    RobotConfig,
-)
-from servoloop.controller.errors import ConfigError
+__all__ = ["check_model", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
+           "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
-__all__ = ["validate", "line_of", "MIMIC_CHOICES"]
+#: registers the daemon writes itself (or that would cut it off the bus), and why
+DAEMON_REGISTERS = {
+    "id": "change it with `servoloop setup id`",
+    "baud_rate": "change it with `servoloop setup baud`",
+    "protocol_type": "the bus protocol is bus.protocol",
+    "operating_mode": "set servos[].mode instead",
+    "torque_enable": "the daemon turns torque on after goal := present",
+    "goal_position": "the daemon writes goals",
+    "goal_velocity": "the daemon writes goals",
+    "goal_current": "the daemon writes goals",
+    "goal_pwm": "the daemon writes goals",
+    "moving_speed": "the daemon writes goals",
+    "goal_torque": "the daemon writes goals",
+    "bus_watchdog": "set safety.bus_watchdog_s instead",
+    "status_return_level": "the daemon needs every reply",
+}
 
-
-def validate(cfg: RobotConfig, path: str | None) -> None:
-    def err(msg: str, key: str) -> ConfigError:
-        return ConfigError(msg, path, key)
-
-    if not cfg.servos:
-        raise err("servos: at least one servo is needed", "servos")
-    seen_ids: dict[int, int] = {}
-    seen_joints: dict[str, int] = {}
-    for i, s in enumerate(cfg.servos):
-        where = f"servos[{i}] (id {s.id}, joint {s.joint!r})"
-        if not 0 <= s.id <= 252:
-            raise err(f"{where}: id must be 0..252", f"servos[{i}].id")
-        if s.id in seen_ids:
-            raise err(f"{where}: id {s.id} already used by servos[{seen_ids[s.id]}]", f"servos[{i}].id")
-        if s.joint in seen_joints:
-            raise err(f"{where}: joint already driven by servos[{seen_joints[s.joint]}]", f"servos[{i}].joint")
-        seen_ids[s.id] = i
-        seen_joints[s.joint] = i
-        if s.direction not in (1, -1):
-            raise err(f"{where}: direction must be 1 or -1, got {s.direction}", f"servos[{i}].direction")
-        if not s.min < s.max:
-            raise err(f"{where}: min {s.min} must be below max {s.max} (rad)", f"servos[{i}].min")
-        if s.mode not in SERVO_MODES:
-            raise err(f"{where}: mode {s.mode!r} is not one of {SERVO_MODES}", f"servos[{i}].mode")
-        if s.mode == "current" and not s.torque_constant:
-            raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
-        if s.max_velocity is not None and not s.max_velocity > 0:
-            raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
-        _check_model(s, i, where, err)
-    b = cfg.bus
-    if b.protocol not in (1, 2, "mixed"):
-        raise err(f"bus.protocol must be 1, 2 or mixed, got {b.protocol!r}", "bus.protocol")
-    _check_protocols(cfg, err)
-    if b.baud <= 0:
-        raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
-    lp = cfg.loop
-    if not lp.rate_hz > 0:
-        raise err(f"loop.rate_hz must be > 0, got {lp.rate_hz}", "loop.rate_hz")
-    if lp.spin_s < 0 or lp.spin_s >= 1.0 / lp.rate_hz:
-        raise err(f"loop.spin_s must be in [0, one period), got {lp.spin_s}", "loop.spin_s")
-    if cfg.startup.ramp_s < 0:
-        raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
-    sd = cfg.shutdown
-    if sd.mode not in SHUTDOWN_MODES:
-        raise err(f"shutdown.mode {sd.mode!r} is not one of {SHUTDOWN_MODES}", "shutdown.mode")
-    if sd.stop_cycles < 1:
-        raise err(f"shutdown.stop_cycles must be >= 1, got {sd.stop_cycles}", "shutdown.stop_cycles")
-    sf = cfg.safety
-    for key in ("max_velocity", "max_acceleration", "bus_watchdog_s"):
-        v = getattr(sf, key)
-        if v is not None and not v > 0:
-            raise err(f"safety.{key} must be > 0 (or null), got {v}", f"safety.{key}")
-    if not sf.comm_timeout_s > 0:
-        raise err(f"safety.comm_timeout_s must be > 0 s, got {sf.comm_timeout_s}", "safety.comm_timeout_s")
-    if not 0 <= sf.comm_hold_s <= sf.comm_timeout_s:
-        raise err(f"safety.comm_hold_s must be in [0, comm_timeout_s], got {sf.comm_hold_s}", "safety.comm_hold_s")
-    if not sf.comm_window_s > 0:
-        raise err(f"safety.comm_window_s must be > 0 s, got {sf.comm_window_s}", "safety.comm_window_s")
-    if not 0 <= sf.comm_warn_rate <= 1:
-        raise err(f"safety.comm_warn_rate must be in [0, 1], got {sf.comm_warn_rate}", "safety.comm_warn_rate")
-    if sf.comm_timeout_action not in SHUTDOWN_MODES:
-        raise err(f"safety.comm_timeout_action {sf.comm_timeout_action!r} is not one of {SHUTDOWN_MODES}",
-                  "safety.comm_timeout_action")
-    if sf.monitor_every < 1:
-        raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
-    if sf.on_hardware_error not in HARDWARE_ERROR_REACTIONS:
-        raise err(
-            f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {HARDWARE_ERROR_REACTIONS}",
-            "safety.on_hardware_error",
-        )
-    if cfg.model.name and cfg.model.urdf:
-        raise err("model: give either name or urdf, not both", "model")
-    _validate_model(cfg, err)
-    if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
-        raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
-    if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:
-        raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
-    if cfg.logging.max_files < 1:
-        raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
+MIMIC_CHOICES = ("error", "independent")
 
 
-def _check_protocols(cfg, err) -> None:
+def check_protocols(cfg, err) -> None:
     """A Protocol-1.0-only model is not on a 2.0 bus; velocity mode exists on each velocity servo."""
     from servoloop.firmware_bridge.control_table import get_table
 
@@ -117,7 +57,7 @@ def _check_protocols(cfg, err) -> None:
             raise err(f"servos[{i}] (id {s.id}): {t.name} has no velocity (wheel) mode", f"servos[{i}].mode")
 
 
-def _check_model(s, i: int, where: str, err) -> None:
+def check_model(s, i: int, where: str, err) -> None:
     """An unknown servo model is a config error naming the known ones (not a traceback at connect)."""
     from servoloop.firmware_bridge.control_table import MODELS, get_table
     from servoloop.firmware_bridge.errors import UnknownModelError
@@ -129,10 +69,90 @@ def _check_model(s, i: int, where: str, err) -> None:
                   f"known models: {', '.join(sorted(MODELS))}", f"servos[{i}].model") from None
 
 
+def _raw_for(table, name: str, value, where: str, key: str, err) -> int:
+    """The raw integer ``value`` (SI or raw, per the table's unit) stands for; range-checked."""
+    from servoloop.firmware_bridge.units import from_si, to_si
+
+    if name not in table.registers:
+        known = ", ".join(sorted(n for n, r in table.registers.items() if r.writable and n not in DAEMON_REGISTERS))
+        raise err(f"{where}: {table.name} has no register {name!r}; writable registers: {known}", key)
+    reg = table[name]
+    if name in DAEMON_REGISTERS:
+        raise err(f"{where}: register {name!r} is not set from the config: {DAEMON_REGISTERS[name]}", key)
+    if not reg.writable:
+        raise err(f"{where}: register {name!r} of {table.name} is read-only", key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise err(f"{where}: register {name!r} needs a number, got {value!r}", key)
+    if reg.unit:
+        raw = from_si(reg, float(value))
+    else:
+        if float(value) != int(value):
+            raise err(f"{where}: register {name!r} has no unit: give its raw integer, got {value!r}", key)
+        raw = int(value)
+    lo, hi = reg.min_raw, reg.max_raw
+    if (lo is not None and raw < lo) or (hi is not None and raw > hi):
+        unit = reg.unit or "raw"
+        span = (f"{to_si(reg, lo):g}..{to_si(reg, hi):g} {unit}" if reg.unit else f"{lo}..{hi}")
+        raise err(f"{where}: register {name!r} = {value!r} is outside {table.name}'s range {span}", key)
+    return raw
+
+
+def register_plan(cfg) -> list[tuple[int, str, int, object]]:
+    """What to write at connect: ``(servo id, register, raw, value as configured)`` in config order.
+
+    A servo's own ``registers`` win over its model's ``register_defaults``.  The config has
+    been checked (:func:`check_registers`), so this does not raise for a loaded config.
+    """
+    from servoloop.firmware_bridge.control_table import get_table
+
+    defaults = {get_table(m).name: regs for m, regs in (cfg.register_defaults or {}).items()}
+    plan = []
+    for s in cfg.servos:
+        table = get_table(s.model)
+        merged = dict(defaults.get(table.name, {}))
+        merged.update(s.registers or {})
+        for name, value in merged.items():
+            def err(msg, key):
+                return ValueError(msg)
+            plan.append((s.id, name, _raw_for(table, name, value, "", "", err), value))
+    return plan
+
+
+def check_registers(cfg, err) -> None:
+    """``register_defaults`` (known models, known writable registers) and ``servos[].registers``."""
+    from servoloop.firmware_bridge.control_table import MODELS, get_table
+    from servoloop.firmware_bridge.errors import UnknownModelError
+
+    for model, regs in (cfg.register_defaults or {}).items():
+        key = f"register_defaults.{model}"
+        try:
+            table = get_table(str(model))
+        except UnknownModelError:
+            raise err(f"register_defaults: unknown servo model {model!r}; known models: "
+                      f"{', '.join(sorted(MODELS))}", key) from None
+        if not isinstance(regs, dict):
+            raise err(f"{key} must be a mapping of register: value, got {regs!r}", key)
+        for name, value in regs.items():
+            _raw_for(table, str(name), value, key, f"{key}.{name}", err)
+    for i, s in enumerate(cfg.servos):
+        table = get_table(s.model)
+        for name, value in (s.registers or {}).items():
+            key = f"servos[{i}].registers.{name}"
+            _raw_for(table, str(name), value, f"servos[{i}] (id {s.id}, joint {s.joint!r}).registers",
+                     key, err)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def check_logging(cfg, err) -> None:
+    """``logging.level``: one of :data:`LOG_LEVELS` (what ``-v`` / ``-q`` override)."""
+    if str(cfg.logging.level).lower() not in LOG_LEVELS:
+        raise err(f"logging.level {cfg.logging.level!r} is not one of {LOG_LEVELS}", "logging.level")
+
+
 def line_of(text: str, key: str | None) -> int | None:
     """1-based line of dotted ``key`` (``servos[2].model``) in the YAML ``text``, or None."""
-    import re
-
     if not key:
         return None
     try:
@@ -153,10 +173,7 @@ def line_of(text: str, key: str | None) -> int | None:
     return None if node is None else node.start_mark.line + 1
 
 
-MIMIC_CHOICES = ("error", "independent")
-
-
-def _validate_model(cfg: RobotConfig, err) -> None:
+def validate_model(cfg, err) -> None:
     """The robot description and its contact geometry."""
     if cfg.model.mimic not in MIMIC_CHOICES:
         raise err(f"model.mimic {cfg.model.mimic!r} is not one of {MIMIC_CHOICES}", "model.mimic")

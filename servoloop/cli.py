@@ -25,7 +25,7 @@ import sys
 
 from servoloop.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, epilog, exit_code_for
 
-__all__ = ["main", "build_parser", "lazy_arguments", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "lazy_arguments", "COMMAND_MODULES", "setup_logging", "log_level"]
 
 # Order sets the order in ``servoloop --help``.
 COMMAND_MODULES = (
@@ -79,10 +79,58 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _verbosity_args(parser, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for p in _subparsers(parser):  # -v / -q after the subcommand too (servoloop run -v)
+        _verbosity_args(p, argparse.SUPPRESS)
     return parser
+
+
+def _verbosity_args(p: argparse.ArgumentParser, default) -> None:
+    have = {o for a in p._actions for o in a.option_strings}
+    if "-v" not in have:
+        p.add_argument("-v", "--verbose", action="count", default=default,
+                       help="more log output (-v info, -vv debug); default: the config's logging.level, "
+                            "else warnings")
+    if "-q" not in have:
+        p.add_argument("-q", dest="log_quiet", action="store_true", default=default,
+                       help="errors only in the log output")
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for p in dict.fromkeys(action.choices.values()):
+                yield p
+                yield from _subparsers(p)
+
+
+LOG_FORMAT = "servoloop: %(levelname)s %(name)s: %(message)s"
+
+
+def log_level(args, config_level: str | None = None) -> int:
+    """The logging level: ``-q`` errors only, ``-v`` info, ``-vv`` debug; else ``config_level``
+    (the config's ``logging.level``), else warnings."""
+    import logging
+
+    if getattr(args, "log_quiet", False):
+        return logging.ERROR
+    verbose = getattr(args, "verbose", 0) or 0
+    if verbose:
+        return logging.DEBUG if verbose > 1 else logging.INFO
+    if config_level:
+        return logging.getLevelName(config_level.upper())
+    return logging.WARNING
+
+
+def setup_logging(args, config_level: str | None = None) -> None:
+    """Configure the ``servoloop`` loggers for this command (called again once a config is known)."""
+    import logging
+
+    logging.basicConfig(format=LOG_FORMAT)
+    logging.getLogger().setLevel(log_level(args, config_level))
 
 
 def _command_prog(parser: argparse.ArgumentParser, argv: list[str]) -> str:
@@ -105,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    setup_logging(args)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

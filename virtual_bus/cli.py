@@ -70,6 +70,9 @@ def add_arguments(p) -> None:
                    help='actuator parameters per servo, e.g. "1-3:kp=9.272:kd=0.3069:inertia=0.004" '
                         "(fields: kp kd kc stall_torque damping_off inertia gravity_torque gravity_down_rad, "
                         "or any ServoModel / JointLoad field, e.g. no_load_speed_rad_s supply_voltage_v)")
+    p.add_argument("--actuator-file", metavar="FILE",
+                   help="a `servoloop calibrate` result (YAML): the emulated servos of its model (all "
+                        "servos if it names none) take the calibrated parameters; --actuator items win")
     p.add_argument("--plant", metavar="MODULE:FUNCTION",
                    help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant; "
                         "'contact' = the contact simulator (needs --robot or --config with a URDF), "
@@ -91,6 +94,18 @@ def _error(msg: str) -> int:
     return 2
 
 
+def _with_actuator_file(path, servos, actuators):
+    """Calibrated ServoModel fields per matching servo, under the explicit ``--actuator`` items."""
+    from servoloop.controller.calibration_file import actuator_overrides, load_calibration
+    from servoloop.core_cy.actuator import ALIASES
+
+    out = actuator_overrides(load_calibration(path), servos)
+    for sid, values in (actuators or {}).items():
+        # short names (kp) to field names (kp_nm_per_rad), so the item replaces the file's value
+        out.setdefault(sid, {}).update({ALIASES.get(k, k): v for k, v in values.items()})
+    return out
+
+
 def _go_realtime(priority: int = 10) -> None:
     import os
 
@@ -103,6 +118,7 @@ def _go_realtime(priority: int = 10) -> None:
 
 def run(args) -> int:
     """Build the bus, print the pty path, serve; exit code 0, or 2 for bad input."""
+    from servoloop.controller.errors import ConfigError
     from servoloop.virtual_bus.engine import REBOOT_SILENT_S, BusEngine
     from servoloop.virtual_bus.faults import FaultSpecError
     from servoloop.virtual_bus.server import PtyServer
@@ -135,6 +151,8 @@ def run(args) -> int:
             servos = parse_servo_spec(args.servos)
         eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
         actuators = parse_actuator_spec(args.actuator) if args.actuator else None
+        if args.actuator_file:
+            actuators = _with_actuator_file(args.actuator_file, servos, actuators)
         target = args.plant if args.plant is not None else (config_plant(cfg) if cfg is not None else None)
         if target == "independent":
             target = None
@@ -142,7 +160,7 @@ def run(args) -> int:
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
                            seed=args.seed, eeprom=eeprom, actuators=actuators,
                            noise_ticks=args.noise_ticks, reboot_s=reboot_s)
-    except (ServoSpecError, FaultSpecError, ValueError, KeyError) as e:
+    except (ServoSpecError, FaultSpecError, ValueError, KeyError, ConfigError) as e:
         return _error(e.args[0] if e.args else str(e))
     if args.realtime:
         _go_realtime()
