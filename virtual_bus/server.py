@@ -7,8 +7,8 @@ change) is heard at the rate it wrote at, and a host-side output flush
 (``tcflush(TCOFLUSH)``, pyserial's ``reset_output_buffer``, pypot before
 every packet) finds nothing of ours left to drop.  The master runs in
 packet mode (``TIOCPKT``) so a host input flush (``reset_input_buffer``)
-is seen too: replies still queued for the instructions before it are
-dropped, as the host has said it wants none of them.  One loop does the
+is seen too; it is counted, and the replies still owed are sent anyway, as
+real servos send them (a host must tell a late reply from a fresh one).  One loop does the
 rest: wait for the reader (select), integrate the physics up to the
 monotonic clock, answer, and send each reply when it is due.  Without wire timing a reply goes out at once (plus any injected
 delay).  With wire timing the bus is modelled as the half-duplex line it
@@ -106,7 +106,7 @@ class PtyServer:
             os.set_blocking(fd, False)
         self._reader_stop = False
         self._reader: threading.Thread | None = None
-        self.stats = {"backlog_dropped": 0, "flushed_replies": 0, "host_output_flushes": 0}
+        self.stats = {"backlog_dropped": 0, "host_input_flushes": 0, "host_output_flushes": 0}
 
     def stop(self, *_args) -> None:
         """Ask :meth:`serve` to return (signal-safe)."""
@@ -190,10 +190,10 @@ class PtyServer:
             t, baud, prev, data, status = rxq.popleft()
             if data is None:
                 if status & _TIOCPKT_FLUSHREAD:
-                    # the host flushed its input: it wants none of the replies still queued
-                    self.stats["flushed_replies"] += len(self._queue)
-                    self._queue.clear()
-                    self._bus_free = min(self._bus_free, now)
+                    # the host flushed its input: a real servo does not know and still sends the
+                    # replies it owes (a late one then arrives after the flush, which the host's
+                    # bus must recognise as stale): counted, never dropped here
+                    self.stats["host_input_flushes"] += 1
                 if status & _TIOCPKT_FLUSHWRITE:
                     self.stats["host_output_flushes"] += 1
                 continue

@@ -296,18 +296,19 @@ def test_wire_timing_replies_do_not_pile_up(virtual_bus_process, pty_client):
     assert 0 < got < n // 4 and got + s["backlog_dropped"] == n, (got, s)
 
 
-def test_host_input_flush_drops_queued_replies(virtual_bus_process, pty_client):
+def test_host_input_flush_is_seen_and_owed_replies_still_come(virtual_bus_process, pty_client):
+    # a real servo does not see the host flush its input: the replies it owes still arrive
+    # (the host's bus must tell them from fresh ones); the emulator counts the flush
     proc, path = virtual_bus_process(servos="1:XM430-W350", baud=57_600, wire_timing=True, extra=["--json"])
     c = pty_client(path, protocol=2, baud=57_600)
     for _ in range(8):
         c.send(1, 0x02, XM["present_position"].to_bytes(2, "little") + (4).to_bytes(2, "little"))
     assert c.status() is not None                 # the first one came
-    c.port.reset_input_buffer()                   # the host wants none of the rest
+    c.port.reset_input_buffer()
     c.buf.clear()
-    pkt = c.read(1, XM["model_number"], 2)
-    assert pkt is not None and int.from_bytes(pkt.params, "little") == 1020
-    assert c.quiet(0.3)
-    assert _summary(proc)["flushed_replies"] > 0
+    late = c.status()                             # one of the seven still owed
+    assert late is not None and len(late.params) == 4
+    assert _summary(proc)["host_input_flushes"] > 0
 
 
 # ---------------------------------------------------------------- item 6: mixed protocols
