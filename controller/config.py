@@ -68,7 +68,8 @@ __all__ = [
     "SHUTDOWN_MODES",
 ]
 
-SERVO_MODES = ("position", "current_position", "current", "velocity")  # velocity: wheel mode
+SERVO_MODES = ("position", "extended_position", "current_position", "current", "velocity")
+# velocity: wheel mode; extended_position: multi-turn (X Operating Mode 4), joint limits in min/max
 SHUTDOWN_MODES = ("hold", "torque_off")
 HARDWARE_ERROR_REACTIONS = ("fault", "reboot", "disable_servo")
 #: keys of older configs, and what replaced them (a clear error, not a silent default)

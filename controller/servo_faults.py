@@ -34,7 +34,8 @@ __all__ = ["ServoFaultHandler", "OPERATING_MODES", "hardware_error_text"]
 log = logging.getLogger("servoloop.daemon")
 
 #: X-series Operating Mode register values for the config's servo modes
-OPERATING_MODES = {"current": 0, "velocity": 1, "position": 3, "current_position": 5}
+#: config servo mode -> X-series Operating Mode (extended_position: multi-turn, goals beyond +-pi)
+OPERATING_MODES = {"current": 0, "velocity": 1, "position": 3, "extended_position": 4, "current_position": 5}
 
 #: Hardware Error Status bits (X-series e-Manual)
 _HW_BITS = {0: "input voltage", 2: "overheating", 3: "motor encoder", 4: "electrical shock", 5: "overload"}
