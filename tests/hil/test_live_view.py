@@ -91,7 +91,11 @@ def test_live_view_streams_joint_states_to_a_foxglove_client(tmp_path):
             conn.send(json.dumps({"op": "subscribe", "subscriptions": [
                 {"id": k, "channelId": channels[t]["id"]} for k, t in subs.items()]}))
             got: dict[str, list] = {t: [] for t in subs.values()}
-            for msg in _receive_until(conn, lambda: len(got["/joint_states"]) >= 5 and got["/servos"]
+            def monitored():   # a /servos message after the monitor's first read (not before it)
+                return bool(got["/servos"]) and all(
+                    s["voltage"] is not None for s in got["/servos"][-1]["servos"])
+
+            for msg in _receive_until(conn, lambda: len(got["/joint_states"]) >= 5 and monitored()
                                       and got["/robot_description"] and got["/loop"], "messages"):
                 if isinstance(msg, str):
                     continue  # more advertisements, status
