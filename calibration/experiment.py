@@ -34,6 +34,7 @@ import numpy as np
 
 from servoloop.calibration.errors import ExperimentError
 from servoloop.calibration.recording import Recording
+from servoloop.firmware_bridge.errors import BridgeError
 from servoloop.progress import Progress
 
 __all__ = ["LoadSpec", "parse_load", "ServoSnapshot", "gain_registers", "snapshot_servo",
@@ -150,6 +151,65 @@ class ExperimentClock:
         return None
 
 
+# a run survives lost replies until the servo has been silent this long [s] ...
+LOST_RUN_S = 0.25
+# ... or more than this fraction of the samples so far were lost
+LOST_FRACTION = 0.05
+
+
+class LossBudget:
+    """Lost replies cost samples, not the run; a servo that stops answering ends it.
+
+    A sample whose reply is lost (USB latency, a busy host, line noise) is
+    skipped: the fit resamples onto a fixed grid.  The run ends with
+    :class:`ExperimentError` once the servo has been silent for
+    ``LOST_RUN_S`` or more than ``LOST_FRACTION`` of the samples are lost.
+    """
+
+    def __init__(self, clock, what: str):
+        self.clock, self.what = clock, what
+        self.lost, self.samples, self._since = 0, 0, None
+
+    def _lose(self, exc) -> None:
+        self.lost += 1
+        now = self.clock.now()
+        self._since = now if self._since is None else self._since
+        if now - self._since >= LOST_RUN_S or self.lost > max(5, LOST_FRACTION * self.samples):
+            raise ExperimentError(f"{self.what}: bus failed after {self.samples} samples "
+                                  f"({self.lost} replies lost): {exc}") from exc
+
+    def read(self, reader) -> bool:
+        """One group read; False when its reply was lost (within budget)."""
+        try:
+            reader.read()
+        except BridgeError as exc:
+            self._lose(exc)
+            return False
+        self.samples += 1
+        self._since = None
+        return True
+
+    def write(self, bus, servo_id: int, name: str, value) -> bool:
+        """One register write; False when its status reply was lost (within budget)."""
+        try:
+            bus.write(servo_id, name, value)
+        except BridgeError as exc:
+            self._lose(exc)
+            return False
+        return True
+
+
+def write_retrying(bus, servo_id: int, name: str, value, tries: int = 3) -> None:
+    """A write whose status may be lost once or twice (rewriting a register is idempotent)."""
+    for i in range(tries):
+        try:
+            bus.write(servo_id, name, value)
+            return
+        except BridgeError:
+            if i == tries - 1:
+                raise
+
+
 def _read_names(table) -> list[str]:
     regs = table.registers
     if table.protocol == 1:
@@ -182,21 +242,22 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
     hi, lo = (_as_sent(greg, center + amplitude), _as_sent(greg, center - amplitude))
     center, amplitude = 0.5 * (hi + lo), 0.5 * (hi - lo)
     goal = square_wave_goal(0.0, center, amplitude, half_period)
-    bus.write(servo_id, "goal_position", goal)
+    write_retrying(bus, servo_id, "goal_position", goal)
+    unsent = False
     t0 = clock.now()
     last_print = -1.0
     bar = Progress(round(duration, 2), label or f"servo {servo_id} square wave", "s") if progress else None
+    budget = LossBudget(clock, f"servo {servo_id}")
     while True:
+        clock.tick()
         try:
-            clock.tick()
-            reader.read()
-        except Exception as exc:
+            if not budget.read(reader):
+                continue
+        except ExperimentError as err:
             if bar is not None:
                 bar.close()
-            # a servo that stops answering mid-run: keep what was recorded
-            err = ExperimentError(f"servo {servo_id}: bus failed after {len(rows)} samples: {exc}")
             err.partial = _channels(rows, reader) if rows else None
-            raise err from exc
+            raise
         t = clock.now() - t0
         if t >= duration:
             break
@@ -204,7 +265,10 @@ def record_square_wave(bus, servo_id: int, center: float, amplitude: float, half
         new_goal = square_wave_goal(t, center, amplitude, half_period)
         if new_goal != goal:
             goal = new_goal
-            bus.write(servo_id, "goal_position", goal)
+            unsent = not budget.write(bus, servo_id, "goal_position", goal)
+        elif unsent:
+            # the last goal's status was lost: write it again (idempotent if it had landed)
+            unsent = not budget.write(bus, servo_id, "goal_position", goal)
         # sample k holds the goal in force from t_k to t_k+1 (the simulator's convention)
         rows.append((t, goal) + vals)
         if bar is not None and t - last_print >= 0.25:
@@ -261,19 +325,21 @@ def pilot_amplitude(bus, servo_id: int, center: float, clock=None, pilot_rad: fl
     emf = (1.0 / ds.no_load_speed_rad_s if name == "present_load" and ds is not None
            and ds.no_load_speed_rpm and "present_velocity" in regs else 0.0)
     reader = bus.sync_reader([name, "present_velocity"] if emf else [name], [servo_id])
-    bus.write(servo_id, "goal_position", center + pilot_rad)
+    budget = LossBudget(clock, f"servo {servo_id} (pilot step)")
+    write_retrying(bus, servo_id, "goal_position", center + pilot_rad)
     t0 = clock.now()
     peak = 0.0
     while clock.now() - t0 < duration_s:
         clock.tick()
-        reader.read()
+        if not budget.read(reader):
+            continue
         v = float(reader.values["present_velocity"][0]) if emf else 0.0
         peak = max(peak, abs(float(reader.values[name][0]) - emf * v))
-    bus.write(servo_id, "goal_position", center)
+    write_retrying(bus, servo_id, "goal_position", center)
     settle = clock.now()
     while clock.now() - settle < duration_s:
         clock.tick()
-        reader.read()
+        budget.read(reader)
     ratio = peak / full if full else None
     if not ratio or ratio <= 1e-3:
         return 0.2, ratio
