@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import importlib
 
-from servoloop.controller.controllers.base import Command, Controller, ControllerContext, JointState
+from servoloop.controller.controllers.base import (
+    BaseState,
+    Command,
+    Controller,
+    ControllerContext,
+    JointState,
+)
 from servoloop.controller.errors import ControllerParamError
 
 __all__ = [
     "Controller",
     "ControllerContext",
     "Command",
+    "BaseState",
     "JointState",
     "register",
     "get_controller_class",

@@ -21,7 +21,32 @@ import numpy as np
 
 from servoloop.controller.errors import ControllerParamError
 
-__all__ = ["JointState", "Command", "ControllerContext", "Controller", "joint_vector"]
+__all__ = ["BaseState", "JointState", "Command", "ControllerContext", "Controller", "joint_vector"]
+
+
+@dataclass
+class BaseState:
+    """Estimated floating-base state, filled in place by the estimate stage each tick.
+
+    Attributes
+    ----------
+    position : (3,) m, base origin in the world frame
+    quaternion : (4,) x, y, z, w: orientation of the base in the world (Pinocchio's order)
+    linear_velocity : (3,) m/s, base origin velocity in the *base* frame (Pinocchio's
+        free-flyer velocity layout, so ``v[:6] = [linear_velocity, angular_velocity]``)
+    angular_velocity : (3,) rad/s, in the base frame (the gyro's frame after its mounting)
+    contact : (k,) bool, foot in contact, in the order of ``feet``
+    feet : tuple of str, link names of the feet the estimator watches
+    valid : False until the estimator has converged (or when its inputs failed this tick)
+    """
+
+    position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    quaternion: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 0.0, 1.0]))
+    linear_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    contact: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    feet: tuple[str, ...] = ()
+    valid: bool = False
 
 
 @dataclass
@@ -33,11 +58,14 @@ class JointState:
     position : rad
     velocity : rad/s
     effort : N*m (NaN where the servo reports no calibrated torque)
+    base : BaseState or None
     """
 
     position: np.ndarray
     velocity: np.ndarray
     effort: np.ndarray
+    #: the floating base's estimate (None for a fixed-base robot or with no base estimator)
+    base: BaseState | None = None
 
     @classmethod
     def zeros(cls, n: int) -> JointState:
