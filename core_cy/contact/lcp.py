@@ -177,7 +177,6 @@ def ppm(Q, r, active=(), tol: float | None = None, max_iter: int | None = None):
     """
     Q = np.ascontiguousarray(Q, dtype=float)
     r = np.ascontiguousarray(r, dtype=float)
-    n = r.shape[0]
     scale = max(1.0, np.abs(Q).max(initial=0.0), np.abs(r).max(initial=0.0))
     tol = tol or 1e-10 * scale
     z, w, it, act = _pivot.ppm_np(Q, r, list(active), float(tol))

@@ -49,7 +49,7 @@ quadruped's four feet: lcp_noslip and lcp_coulomb ~0.75 ms, qp ~3 ms per
 call (mostly HiGHS and qpsolvers overhead); no compiled part yet.
 """
 
-from servoloop.core_cy.inverse_dynamics.api import VARIANTS, solve, solve_problem
+from servoloop.core_cy.inverse_dynamics.api import VARIANTS, solve, solve_problem, workspace
 from servoloop.core_cy.inverse_dynamics.errors import (
     ContactFrameError,
     FloatingBaseError,
@@ -65,6 +65,7 @@ from servoloop.core_cy.inverse_dynamics.problem import (
     build_problem,
 )
 from servoloop.core_cy.inverse_dynamics.result import Diagnostics, Result
+from servoloop.core_cy.inverse_dynamics.workspace import ContactInverseDynamics
 
 __all__ = [
     "VARIANTS",
@@ -80,6 +81,8 @@ __all__ = [
     "build_problem",
     "solve",
     "solve_problem",
+    "workspace",
+    "ContactInverseDynamics",
     "lemke",
     "ppm",
     "find_indices",
