@@ -11,8 +11,8 @@ One :class:`CIDCore` per (model, contact list, variant) holds every buffer;
    contact matrix is a Gram matrix of the y's (never an n x n inverse);
 3. the variant:
 
-   - ``lcp_noslip``: Alg. 1 by Gram-Schmidt on the tangent y's (a pivot
-     below 1e-10 of the row's norm is dependent), the normal LCP
+   - ``lcp_noslip``: Alg. 1 by Gram-Schmidt on the tangent y's (a residual
+     below 1e-8 of the row's norm is dependent), the normal LCP
      ``Q = Z^T Z`` (Z: the normal y's projected off the kept tangents) by
      Alg. 2 warm-started from the last active set, Lemke's ladder if Alg. 2
      gives up; the §4.5 check and, if it fails, the nearest joint
@@ -49,6 +49,8 @@ cdef enum:
 # this [m]: 10 um is far above the round-off of dt^2 w_n and far below a step
 CLOSED_GAP_M = 1e-5
 cdef double CLOSED_GAP = CLOSED_GAP_M
+# Alg. 1's singular test: residual^2 below this fraction of |y|^2 is dependent
+cdef double ALG1_TOL = 1e-16
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -189,7 +191,7 @@ cdef class CIDCore:
     cdef double* forces
     cdef double* tau1
     cdef double* qdd1
-    cdef public object tau_a, qdd_a, flocal_a, forces_a, tau1_a, qdd1_a, gap_a, active_a
+    cdef public object aq_a, tau_a, qdd_a, flocal_a, forces_a, tau1_a, qdd1_a, gap_a, active_a
     # diagnostics of the last solve
     cdef readonly int iterations, fallback, stage2, nullity, n_kept
     cdef readonly double regularization, residual, complementarity, cone_violation, penetration
@@ -298,6 +300,7 @@ cdef class CIDCore:
         a = arrays["tau1"]; self.tau1 = &a[0]
         a = arrays["qdd1"]; self.qdd1 = &a[0]
         self.tau_a = arrays["tau"][:na]
+        self.aq_a = arrays["aq"][:na]
         self.qdd_a = arrays["qdd"][:nv]
         self.flocal_a = arrays["flocal"][:3 * kc].reshape(kc, 3)
         self.forces_a = arrays["forces"][:3 * kc].reshape(kc, 3)
@@ -498,15 +501,19 @@ cdef class CIDCore:
         cdef double* Z = self.D               # (ka, 6) normal y's projected off the kept rows
         cdef double* s0 = self.tmp            # 6 + scratch
         cdef double* scr = &self.tmp[6]
-        # Alg. 1: tangent rows whose base parts stay independent
+        # Alg. 1: tangent rows whose base parts stay independent.  The threshold
+        # is near round-off on purpose: a pitched base makes the feet's tangent
+        # rows weakly independent (rank 4-5 instead of 3), and a row dropped as
+        # "dependent" at 1e-10 then slips by (its residual) x (the normal
+        # forces' base motion), 0.8 m/s^2 in a squat; kept, it is exact
         for i in range(ka):
             if nk >= nb:
                 break
-            if _gs_add(nb, nk, self.U, self.RK, 6, &self.YS[6 * i], 1e-10, scr):
+            if _gs_add(nb, nk, self.U, self.RK, 6, &self.YS[6 * i], ALG1_TOL, scr):
                 self.kept[nk] = i
                 self.et[nk] = self.cs[i]
                 nk += 1
-            if nk < nb and _gs_add(nb, nk, self.U, self.RK, 6, &self.YT[6 * i], 1e-10, scr):
+            if nk < nb and _gs_add(nb, nk, self.U, self.RK, 6, &self.YT[6 * i], ALG1_TOL, scr):
                 self.kept[nk] = ka + i
                 self.et[nk] = self.ct[i]
                 nk += 1
