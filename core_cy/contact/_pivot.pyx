@@ -16,8 +16,10 @@ The ``def`` functions at the end are the entry points of
 :mod:`core_cy.contact.lcp`.
 """
 
-from libc.math cimport fabs, sqrt
+from libc.math cimport fabs
 from libc.string cimport memset
+
+from servoloop.core_cy.linalg._dense cimport cholesky_factor_rel, cholesky_solve
 
 import numpy as np
 
@@ -163,32 +165,17 @@ cdef int lemke_ladder_c(int n, const double* Q, const double* r, double* z, doub
     return rc
 
 
-cdef int _chol_solve_sub(int m, const int* idx, int n, const double* Q, const double* r,
-                         double* L, double* x, double tol) noexcept nogil:
-    # x = -Q[idx, idx]^-1 r[idx] by Cholesky; -1 if a pivot is below tol of its diagonal
-    cdef int i, j, k
-    cdef double s
+cdef int _principal_block(int m, const int* idx, int n, const double* Q, const double* r,
+                          double* L, double* x, double rel_tol) noexcept nogil:
+    # x = -Q[idx, idx]^-1 r[idx]; -1 if the block is singular to rel_tol
+    cdef int i, j
     for i in range(m):
-        for j in range(i + 1):
-            s = Q[idx[i] * n + idx[j]]
-            for k in range(j):
-                s -= L[i * m + k] * L[j * m + k]
-            if i == j:
-                if not s > tol * (Q[idx[i] * n + idx[i]] + 1e-300):
-                    return -1
-                L[i * m + i] = sqrt(s)
-            else:
-                L[i * m + j] = s / L[j * m + j]
-    for i in range(m):
-        s = -r[idx[i]]
-        for k in range(i):
-            s -= L[i * m + k] * x[k]
-        x[i] = s / L[i * m + i]
-    for i in range(m - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, m):
-            s -= L[k * m + i] * x[k]
-        x[i] = s / L[i * m + i]
+        for j in range(m):
+            L[i * m + j] = Q[idx[i] * n + idx[j]]
+        x[i] = -r[idx[i]]
+    if cholesky_factor_rel(m, L, rel_tol) != 0:
+        return -1
+    cholesky_solve(m, L, x)
     return 0
 
 
@@ -225,7 +212,7 @@ cdef int ppm_c(int n, const double* Q, const double* r, double* z, double* w,
                 idx[m] = i
                 m += 1
         memset(z, 0, n * sizeof(double))
-        if m and _chol_solve_sub(m, idx, n, Q, r, L, xs, 1e-12) != 0:
+        if m and _principal_block(m, idx, n, Q, r, L, xs, 1e-12) != 0:
             return -1                  # singular block (erratum E9): Lemke decides
         for i in range(m):
             z[idx[i]] = xs[i]

@@ -37,6 +37,7 @@ import numpy as np
 
 from servoloop.core_cy.dynamics._dynamics cimport Model, ModelC, Data, DataC, fk_c, crba_c, rnea_c
 from servoloop.core_cy.contact._pivot cimport lemke_ladder_c, ppm_c
+from servoloop.core_cy.linalg._dense cimport cholesky_factor, solve_lower, solve_lower_t
 
 __all__ = ["CIDCore", "VARIANT_CODES", "STATUS"]
 
@@ -433,7 +434,7 @@ cdef class CIDCore:
             for i in range(nb):
                 for j in range(nb):
                     self.L[i * nb + j] = self.M[i * nv + j]
-            if _chol(nb, self.L) != 0:
+            if cholesky_factor(nb, self.L) != 0:
                 return E_MASS
             for i in range(ka):
                 _lower_solve_into(nb, self.L, &self.Nr[i * nv], &self.YN[6 * i])
@@ -456,7 +457,7 @@ cdef class CIDCore:
                 s -= self.M[i * nv + nb + j] * self.aq[j]
             self.u0[i] = s
         if nb:
-            _lower(nb, self.L, self.u0)
+            solve_lower(nb, self.L, self.u0)
 
     # ---------------------------------------------------------------- lcp_noslip
     cdef int noslip(self) noexcept nogil:
@@ -684,7 +685,7 @@ cdef class CIDCore:
             return
         for k in range(nb):
             m0[k] = _dot(nv, &self.M[k * nv], self.vcur) / self.dt - self.h[k]
-        _lower(nb, self.L, m0)
+        solve_lower(nb, self.L, m0)
         for i in range(ka):
             if self.mu[self.act_idx[i]] < INFINITY:
                 continue
@@ -872,7 +873,7 @@ cdef class CIDCore:
         cdef double* gen = self.tmp
         memcpy(self.qdd, self.sv, nb * sizeof(double))
         if nb:
-            _lower_t(nb, self.L, self.qdd)
+            solve_lower_t(nb, self.L, self.qdd)
         memcpy(&self.qdd[nb], self.aq, na * sizeof(double))
         memset(self.forces, 0, 3 * self.kc * sizeof(double))
         memset(self.flocal, 0, 3 * self.kc * sizeof(double))
@@ -908,48 +909,10 @@ cdef class CIDCore:
 
 
 # ------------------------------------------------------------------ small dense helpers
-cdef int _chol(int n, double* A) noexcept nogil:
-    # lower Cholesky in place (n <= 6); -1 if not positive definite
-    cdef int i, j, k
-    cdef double s
-    for j in range(n):
-        s = A[j * n + j]
-        for k in range(j):
-            s -= A[j * n + k] * A[j * n + k]
-        if not s > 0.0:
-            return -1
-        s = sqrt(s)
-        A[j * n + j] = s
-        for i in range(j + 1, n):
-            for k in range(j):
-                A[i * n + j] -= A[i * n + k] * A[j * n + k]
-            A[i * n + j] /= s
-    return 0
-
-
-cdef void _lower(int n, const double* L, double* x) noexcept nogil:
-    cdef int i, k
-    cdef double s
-    for i in range(n):
-        s = x[i]
-        for k in range(i):
-            s -= L[i * n + k] * x[k]
-        x[i] = s / L[i * n + i]
-
-
-cdef void _lower_t(int n, const double* L, double* x) noexcept nogil:
-    cdef int i, k
-    cdef double s
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, n):
-            s -= L[k * n + i] * x[k]
-        x[i] = s / L[i * n + i]
-
-
 cdef void _lower_solve_into(int n, const double* L, const double* b, double* x) noexcept nogil:
+    # x = L^-1 b
     memcpy(x, b, n * sizeof(double))
-    _lower(n, L, x)
+    solve_lower(n, L, x)
 
 
 cdef void _project_off(int dim, int m, const double* U, const double* y, double* out) noexcept nogil:
