@@ -12,12 +12,13 @@ One :class:`CIDCore` per (model, contact list, variant) holds every buffer;
 3. the variant:
 
    - ``lcp_noslip``: Alg. 1 by Gram-Schmidt on the tangent y's (a residual
-     below 1e-8 of the row's norm is dependent), the normal LCP
+     below 1e-5 of the row's norm is dependent), the normal LCP
      ``Q = Z^T Z`` (Z: the normal y's projected off the kept tangents) by
      Alg. 2 warm-started from the last active set, Lemke's ladder if Alg. 2
      gives up; the §4.5 check and, if it fails, the nearest joint
-     acceleration that lets every contact stick (a min-norm correction,
-     computed exactly by two Gram-Schmidt passes), then the LCP again;
+     acceleration that lets every contact stick (a min-norm correction
+     of the joint accelerations so that the rows Alg. 1 dropped hold with the
+     kept ones, exact by Gram-Schmidt), then the LCP again;
    - ``lcp_coulomb``: the Anitescu-Potra LCP with the 4-edge pyramid, Lemke
      with the regularisation ladder;
    - ``qp``: Stage I, ``min 1/2 f^T H f + c^T f`` over the pyramid with H,
@@ -51,7 +52,7 @@ cdef enum:
 CLOSED_GAP_M = 1e-5
 cdef double CLOSED_GAP = CLOSED_GAP_M
 # Alg. 1's singular test: residual^2 below this fraction of |y|^2 is dependent
-cdef double ALG1_TOL = 1e-16
+cdef double ALG1_TOL = 1e-6
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -173,6 +174,7 @@ cdef class CIDCore:
     cdef int* iwork
     cdef unsigned char* warm          # (kc,) Alg. 2 active flags, caller's indices
     cdef unsigned char* actf
+    cdef unsigned char* slide         # (ka,) lcp_noslip: tangent rows released (unloaded, separating)
     # QP
     cdef double* Y5
     cdef double* Rq
@@ -234,7 +236,7 @@ cdef class CIDCore:
         arrays = {name: np.zeros(max(n, 1)) for name, n in sizes.items()}
         ints = {name: np.zeros(max(n, 1), dtype=np.intc) for name, n in
                 dict(c_body=kc, act_idx=kc, kept=6, basis=n2, iwork=max(kc, n2)).items()}
-        flags = {name: np.zeros(max(kc, 1), dtype=np.uint8) for name in ("warm", "actf")}
+        flags = {name: np.zeros(max(kc, 1), dtype=np.uint8) for name in ("warm", "actf", "slide")}
         self._keep = (arrays, ints, flags)
         arrays["c_pos"][:3 * kc] = np.ascontiguousarray(position, dtype=float).reshape(-1)
         arrays["c_rad"][:kc] = radius
@@ -251,6 +253,7 @@ cdef class CIDCore:
         ia = ints["iwork"]; self.iwork = &ia[0]
         fa = flags["warm"]; self.warm = &fa[0]
         fa = flags["actf"]; self.actf = &fa[0]
+        fa = flags["slide"]; self.slide = &fa[0]
         a = arrays["c_pos"]; self.c_pos = &a[0]
         a = arrays["c_rad"]; self.c_rad = &a[0]
         a = arrays["mu"]; self.mu = &a[0]
@@ -461,6 +464,37 @@ cdef class CIDCore:
 
     # ---------------------------------------------------------------- lcp_noslip
     cdef int noslip(self) noexcept nogil:
+        # Two passes at most: a contact the LCP leaves unloaded and separating
+        # (f_n = 0, w_n > 0) cannot hold a tangential force either (the plant's
+        # friction bound is mu * 0), so the second pass releases its tangent
+        # rows; without that an unloaded foot 1 um up kept "sticking" and the
+        # closed loop diverged within ten ticks
+        cdef int rc, i, p, changed, its = 0
+        cdef double wn, wtol
+        memset(self.slide, 0, self.ka)
+        for p in range(2):
+            if p:
+                memcpy(self.aq, self.aq_des, self.na * sizeof(double))
+                self.constants()
+                self.fallback = 0
+            rc = self.noslip_pass()
+            its += self.iterations
+            self.iterations = its
+            if rc != OK:
+                return rc
+            changed = 0
+            wtol = 1e-9 * _fmax(9.81, self.kin_tol() / 1e-7)
+            for i in range(self.ka):
+                if self.f[i] == 0.0 and not self.slide[i]:
+                    wn = _dot(self.nb, &self.YN[6 * i], self.sv) + self.cn[i]
+                    if wn > wtol:
+                        self.slide[i] = 1
+                        changed = 1
+            if not changed:
+                break
+        return OK
+
+    cdef int noslip_pass(self) noexcept nogil:
         cdef int rc, i
         cdef double tol
         rc = self.noslip_lcp()
@@ -479,8 +513,9 @@ cdef class CIDCore:
             self.iterations += i
             if rc != OK:
                 return rc
-            # the correction is exact up to round-off
-            if self.violation > 1e-6 * _fmax(tol / 1e-7, 1.0):
+            # the correction is exact up to round-off and the residual of the
+            # rows Alg. 1 counted as dependent
+            if self.violation > 1e-6 * _fmax(tol / 1e-7, 1.0) + 2.0 * self.dropped_residual():
                 return E_NOSLIP
         return OK
 
@@ -502,14 +537,14 @@ cdef class CIDCore:
         cdef double* Z = self.D               # (ka, 6) normal y's projected off the kept rows
         cdef double* s0 = self.tmp            # 6 + scratch
         cdef double* scr = &self.tmp[6]
-        # Alg. 1: tangent rows whose base parts stay independent.  The threshold
-        # is near round-off on purpose: a pitched base makes the feet's tangent
-        # rows weakly independent (rank 4-5 instead of 3), and a row dropped as
-        # "dependent" at 1e-10 then slips by (its residual) x (the normal
-        # forces' base motion), 0.8 m/s^2 in a squat; kept, it is exact
+        # Alg. 1: tangent rows whose base parts stay independent (a residual
+        # below 1e-5 of the row's norm is dependent: a base pitched by 1e-9 rad
+        # must not make the feet's rows "independent" and demand huge forces)
         for i in range(ka):
             if nk >= nb:
                 break
+            if self.slide[i]:
+                continue
             if _gs_add(nb, nk, self.U, self.RK, 6, &self.YS[6 * i], ALG1_TOL, scr):
                 self.kept[nk] = i
                 self.et[nk] = self.cs[i]
@@ -586,53 +621,57 @@ cdef class CIDCore:
         # the rows Alg. 1 dropped, and non-penetration
         self.violation = 0.0
         for i in range(ka):
-            self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YS[6 * i], self.sv)
-                                                       + self.cs[i]))
-            self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YT[6 * i], self.sv)
-                                                       + self.ct[i]))
+            if not self.slide[i]:
+                self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YS[6 * i], self.sv)
+                                                           + self.cs[i]))
+                self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YT[6 * i], self.sv)
+                                                           + self.ct[i]))
             self.violation = _fmax(self.violation, -(_dot(nb, &self.YN[6 * i], self.sv)
                                                      + self.cn[i]))
         return OK
 
     cdef void consistent_joint_accel(self) noexcept nogil:
-        # min |aq - aq_des|^2 such that some base acceleration sticks every
-        # candidate: C_b a_b + C_q aq + b = 0 (C: the 2 ka tangent rows).  In
-        # y-space C_b a_b = Y_C^T s; V: an orthonormal basis of range(Y_C^T)
-        # (columns of Y_C^T, in R^{2ka}); the condition is P(C_q aq + b) = 0,
-        # P = I - V V^T.  aq = aq_des + x with x the min-norm solution of
-        # D x = e, D = P C_q, e = -P (b + C_q aq_des), by Gram-Schmidt on D's rows.
-        cdef int i, j, k, k2, m2 = 2 * self.ka, nb = self.nb, na = self.na, nv = self.nv
-        cdef int nvb = 0, nw = 0
+        # §4.5: min |aq - aq_des|^2 such that the tangent rows Alg. 1 dropped
+        # hold whenever the kept ones do.  A dropped row's base part is
+        # y_d = Y_K alpha (+ a residual below Alg. 1's threshold), so it holds
+        # iff (C_q,d - alpha^T C_q,K) aq + (b_d - alpha^T b_K) = 0: one linear
+        # condition D_d aq = e_d per dropped row, with exactly Alg. 1's notion of
+        # dependence (a separate rank decision here would disagree with it on
+        # weakly independent rows, 1e-9 of a pitched base, and the LCP would
+        # then slip by their residual x the normal forces' base motion).
+        # aq = aq_des + x, x the min-norm solution of D x = e - D aq_des, by
+        # Gram-Schmidt on D's rows with the right side carried along.
+        cdef int i, j, k, k2, d, ka = self.ka, nb = self.nb, na = self.na, nv = self.nv
+        cdef int nk = self.n_kept, nd = 0, nw = 0
         cdef double s, nn, rr
-        cdef double* col = self.rhs           # (2 ka,) scratch
-        cdef double* e = &self.Q[0]           # reuse the LCP buffers as scratch
-        cdef double* Rd = &self.Q[m2]
+        cdef double* alpha = self.rhs
+        cdef double* e = self.Q                 # the LCP buffers are free here
         cdef double* scr = self.T
         cdef const double* row
-        # V: Gram-Schmidt on the nb columns of Y_C^T
-        for k in range(nb):
-            for i in range(self.ka):
-                col[i] = self.YS[6 * i + k]
-                col[self.ka + i] = self.YT[6 * i + k]
-            nvb += _gs_add(m2, nvb, self.V, Rd, 1, col, 1e-20, scr)
-        # D = P C_q, e = -P (b + C_q aq_des)
-        for i in range(m2):
-            row = &self.Sr[i * nv + nb] if i < self.ka else &self.Tr[(i - self.ka) * nv + nb]
-            memcpy(&self.D[i * na], row, na * sizeof(double))
-            e[i] = -((self.bs[i] if i < self.ka else self.bt[i - self.ka])
-                     + _dot(na, row, self.aq_des))
-        for j in range(nvb):
-            for k in range(na):
-                s = 0.0
-                for i in range(m2):
-                    s += self.V[j * m2 + i] * self.D[i * na + k]
-                for i in range(m2):
-                    self.D[i * na + k] -= self.V[j * m2 + i] * s
-            s = _dot(m2, &self.V[j * m2], e)
-            for i in range(m2):
-                e[i] -= self.V[j * m2 + i] * s
-        # min-norm x with D x = e: rows orthonormalised, the right side carried along
-        for i in range(m2):
+        for d in range(2 * ka):
+            k = self.slide[d if d < ka else d - ka]
+            for j in range(nk):
+                if self.kept[j] == d:
+                    k = 1
+            if k:
+                continue
+            row = &self.YS[6 * d] if d < ka else &self.YT[6 * (d - ka)]
+            for j in range(nk):                 # R_K alpha = U y_d (back substitution)
+                alpha[j] = _dot(nb, &self.U[j * nb], row)
+            for j in range(nk - 1, -1, -1):
+                s = alpha[j]
+                for k in range(j + 1, nk):
+                    s -= self.RK[j * 6 + k] * alpha[k]
+                alpha[j] = s / self.RK[j * 6 + j]
+            self._tangent_joint_row(d, &self.D[nd * na], &e[nd])
+            for j in range(nk):
+                self._tangent_joint_row(self.kept[j], scr, &rr)
+                for k in range(na):
+                    self.D[nd * na + k] -= alpha[j] * scr[k]
+                e[nd] -= alpha[j] * rr
+            e[nd] = -e[nd] - _dot(na, &self.D[nd * na], self.aq_des)
+            nd += 1
+        for i in range(nd):
             memcpy(scr, &self.D[i * na], na * sizeof(double))
             rr = e[i]
             nn = _dot(na, scr, scr)
@@ -643,7 +682,7 @@ cdef class CIDCore:
                     for k2 in range(na):
                         scr[k2] -= s * self.Wb[j * na + k2]
             s = _dot(na, scr, scr)
-            if nw < na and s > 1e-18 * nn and nn > 0.0:
+            if nw < na and s > 1e-20 * nn and nn > 0.0:
                 s = sqrt(s)
                 for k2 in range(na):
                     self.Wb[nw * na + k2] = scr[k2] / s
@@ -654,6 +693,32 @@ cdef class CIDCore:
             for j in range(nw):
                 s += self.cW[j] * self.Wb[j * na + k]
             self.aq[k] = s
+
+    cdef void _tangent_joint_row(self, int d, double* out, double* bias) noexcept nogil:
+        # tangent row d (< ka: S of contact d, else T of contact d - ka): its joint
+        # part (na,) and its velocity bias
+        if d < self.ka:
+            memcpy(out, &self.Sr[d * self.nv + self.nb], self.na * sizeof(double))
+            bias[0] = self.bs[d]
+        else:
+            memcpy(out, &self.Tr[(d - self.ka) * self.nv + self.nb], self.na * sizeof(double))
+            bias[0] = self.bt[d - self.ka]
+
+    cdef double dropped_residual(self) noexcept nogil:
+        # max over the dropped tangent rows of |y_d - U^T U y_d| |sv|: how far
+        # Alg. 1's "dependent" lets such a row move with the base [m/s^2]
+        cdef int d, j, k, nb = self.nb
+        cdef double worst = 0.0, a
+        cdef const double* row
+        cdef double* t = &self.tmp[6]
+        for d in range(2 * self.ka):
+            if self.slide[d if d < self.ka else d - self.ka]:
+                continue
+            row = &self.YS[6 * d] if d < self.ka else &self.YT[6 * (d - self.ka)]
+            _project_off(nb, self.n_kept, self.U, row, t)
+            a = sqrt(_dot(nb, t, t))
+            worst = _fmax(worst, a)
+        return worst * sqrt(_dot(nb, self.sv, self.sv))
 
     # ---------------------------------------------------------------- lcp_coulomb / qp
     cdef void pyramid_terms(self) noexcept nogil:
