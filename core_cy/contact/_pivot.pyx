@@ -132,8 +132,10 @@ cdef int lemke_ladder_c(int n, const double* Q, const double* r, double* z, doub
         if fabs(r[i]) > rmax:
             rmax = fabs(r[i])
     tol = qmax * n * 2.220446049250313e-16 * 1e4
-    if tol < 1e-9 * rmax:
-        tol = 1e-9 * rmax
+    # 1e-7 of the data: Lemke's dense pivoting on the QP's KKT LCPs (entries
+    # 1 ... mu) leaves w ~ -1e-7 |r| of round-off, which is no violation
+    if tol < 1e-7 * rmax:
+        tol = 1e-7 * rmax
     ptol = n * 1e-13 * (qmax if qmax > rmax else rmax)
     resid_out[0] = -1.0
     for k in range(6):

@@ -53,6 +53,8 @@ CLOSED_GAP_M = 1e-5
 cdef double CLOSED_GAP = CLOSED_GAP_M
 # Alg. 1's singular test: residual^2 below this fraction of |y|^2 is dependent
 cdef double ALG1_TOL = 1e-6
+# QP,inf: the pyramid of an infinite mu is |f_t1| + |f_t2| <= MU_INF_CAP f_n
+cdef double MU_INF_CAP = 10.0
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -196,7 +198,7 @@ cdef class CIDCore:
     cdef double* qdd1
     cdef public object aq_a, tau_a, qdd_a, flocal_a, forces_a, tau1_a, qdd1_a, gap_a, active_a
     # diagnostics of the last solve
-    cdef readonly int iterations, fallback, stage2, nullity, n_kept
+    cdef readonly int iterations, fallback, stage2, nullity, n_kept, n_lcp
     cdef readonly double regularization, residual, complementarity, cone_violation, penetration
     cdef readonly double violation
 
@@ -328,6 +330,18 @@ cdef class CIDCore:
         for i in active:
             if 0 <= int(i) < self.kc:
                 self.warm[int(i)] = 1
+
+    def lcp_data(self):
+        """(Q, r) of the last LCP the solve built (copies): the no-slip normal LCP,
+        the Coulomb LCP, or the QP's last KKT LCP (Stage II if it ran)."""
+        n = self.n_lcp
+        Q = np.empty((n, n))
+        r = np.empty(n)
+        for i in range(n):
+            r[i] = self.r[i]
+            for j in range(n):
+                Q[i, j] = self.Q[i * n + j]
+        return Q, r
 
     def active_indices(self):
         """The caller's indices of the contacts within the margin in the last solve."""
@@ -572,6 +586,7 @@ cdef class CIDCore:
                 self.Q[i * ka + j] = s
                 self.Q[j * ka + i] = s
             self.r[i] = _dot(nb, &self.YN[6 * i], s0) + self.cn[i]
+        self.n_lcp = ka
         # Alg. 2 from the caller's last active set
         for i in range(ka):
             self.actf[i] = self.warm[self.act_idx[i]]
@@ -761,6 +776,13 @@ cdef class CIDCore:
             self.cG[3 * ka + i] = s
             self.cG[4 * ka + i] = -s
 
+    cdef double mu_eff(self, int i) noexcept nogil:
+        # active contact i's friction coefficient in the pyramid rows: QP,inf keeps
+        # a (very wide) pyramid so Stage I's feasible set stays bounded and its
+        # KKT LCP always has a solution Lemke reaches
+        cdef double mu = self.mu[self.act_idx[i]]
+        return mu if mu < MU_INF_CAP else MU_INF_CAP
+
     cdef int any_inf(self) noexcept nogil:
         cdef int i
         for i in range(self.ka):
@@ -775,11 +797,11 @@ cdef class CIDCore:
         # complementarity between sliding and the normal gap)
         cdef int i, j, k, ka = self.ka, n5 = 5 * ka, nl = 0, n, piv = 0
         cdef double s, eps = 0.0, res = 0.0
-        for i in range(ka):
-            if self.mu[self.act_idx[i]] < INFINITY:
-                self.iwork[nl] = i
-                nl += 1
+        for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
+            self.iwork[nl] = i
+            nl += 1
         n = n5 + nl
+        self.n_lcp = n
         memset(self.Q, 0, n * n * sizeof(double))
         for i in range(n5):
             for j in range(i + 1):
@@ -792,9 +814,9 @@ cdef class CIDCore:
             for k in range(1, 5):
                 self.Q[(k * ka + i) * n + n5 + j] = 1.0
                 self.Q[(n5 + j) * n + k * ka + i] = -1.0
-            self.Q[(n5 + j) * n + i] = self.mu[self.act_idx[i]]
+            self.Q[(n5 + j) * n + i] = self.mu_eff(i)
             if qp:
-                self.Q[i * n + n5 + j] = -self.mu[self.act_idx[i]]
+                self.Q[i * n + n5 + j] = -self.mu_eff(i)
             self.r[n5 + j] = 0.0
         if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
                           &res) != 0:
@@ -867,12 +889,12 @@ cdef class CIDCore:
             if self.f0[j] != 0.0:
                 for k in range(na):
                     t[k] += self.Rq[j * na + k] * self.f0[j]
-        for i in range(ka):
-            if self.mu[self.act_idx[i]] < INFINITY:
-                self.iwork[nl] = i
-                nl += 1
+        for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
+            self.iwork[nl] = i
+            nl += 1
         ne = nb
         n = n5 + 2 * ne + nl
+        self.n_lcp = n
         memset(self.Q, 0, n * n * sizeof(double))
         scale = 0.0
         for i in range(n5):
@@ -911,7 +933,7 @@ cdef class CIDCore:
             k = n5 + 2 * ne + j
             if not self.actf[i]:
                 continue
-            s = self.mu[self.act_idx[i]] * scale
+            s = self.mu_eff(i) * scale
             self.Q[k * n + i] = s
             self.Q[i * n + k] = -s
             for rc in range(1, 5):

@@ -55,7 +55,8 @@ def run(variant: str, mu: float = 0.8, seconds: float = 2.0, amp: float = 0.15,
     qdd_des = np.zeros(18)
     err_num = err_den = 0.0
     pos_err = []
-    fallbacks = 0
+    fallbacks = regularized = 0
+    complementarity = 0.0
     w = 2 * np.pi * freq
     for i in range(n):
         t = i * DT
@@ -67,6 +68,8 @@ def run(variant: str, mu: float = 0.8, seconds: float = 2.0, amp: float = 0.15,
         qdd_des[6:] = a_ref + kp * (q_ref - q[7:]) + kd * (v_ref - v[6:])
         ws.solve_into(q, v, qdd_des, tau, forces)
         fallbacks += int(ws._core.fallback)
+        regularized += int(ws._core.regularization > 0.0)
+        complementarity = max(complementarity, ws._core.complementarity)
         sim.step(q[7:] + tau / KP_SERVO)
         f_sim = sim.contact_forces
         err_num += np.abs(forces[:, 2] - f_sim[:, 2]).sum()
@@ -74,4 +77,5 @@ def run(variant: str, mu: float = 0.8, seconds: float = 2.0, amp: float = 0.15,
         pos_err.append(np.abs(sim.q[7:] - q_ref).mean())
     return {"force_err_pct": 100.0 * err_num / err_den, "pos_err_rad": float(np.mean(pos_err)),
             "pos_err_max_rad": float(np.max(pos_err)), "fallbacks": fallbacks, "ticks": n,
+            "regularized": regularized, "complementarity": complementarity,
             "base_height": float(sim.q[2])}
