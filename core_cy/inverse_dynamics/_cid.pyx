@@ -316,6 +316,15 @@ cdef class CIDCore:
         self.active_a = ints["act_idx"]
 
     # ------------------------------------------------------------------ Python face
+    def set_ground(self, frame, plane_point):
+        """Contact frame (3, 3) (columns t1, t2, n) and a point of the plane (3,) [m]."""
+        fr = np.ascontiguousarray(frame, dtype=float).reshape(9)
+        for i in range(9):
+            self.frame[i] = fr[i]
+        for i in range(3):
+            self.normal[i] = fr[3 * i + 2]
+            self.plane_point[i] = float(plane_point[i])
+
     def set_mu(self, mu):
         """Friction coefficients (kc,) for the next solves."""
         for i in range(self.kc):

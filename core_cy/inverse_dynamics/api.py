@@ -74,7 +74,7 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = DEFAULT_
 
 
 _CACHE: OrderedDict = OrderedDict()
-_CACHE_SIZE = 16
+_CACHE_SIZE = 32     # e.g. every stance subset of four feet, for two variants
 
 
 def workspace(model: Model, contacts, mu=0.8, variant: str = "qp", *, dt: float = 1e-3,
@@ -82,8 +82,9 @@ def workspace(model: Model, contacts, mu=0.8, variant: str = "qp", *, dt: float 
               armature=0.0) -> ContactInverseDynamics:
     """The cached :class:`ContactInverseDynamics` for these arguments (built on first use).
 
-    At most 16 are kept (least recently used dropped); ``mu`` is set on the
-    cached one, the other arguments select it.
+    At most 32 are kept (least recently used dropped); ``mu`` and ``ground``
+    are set on the cached one (a controller may move the plane every tick),
+    the other arguments select it.
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant: {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -96,9 +97,8 @@ def workspace(model: Model, contacts, mu=0.8, variant: str = "qp", *, dt: float 
                 contacts.radius.tobytes())
     else:
         ckey = ("names", (contacts,) if isinstance(contacts, str) else tuple(contacts))
-    g = ground or Ground()
-    key = (id(model), variant, ckey, float(dt), tuple(g.point), tuple(g.normal),
-           float(baumgarte), float(margin), np.asarray(armature, dtype=float).tobytes())
+    key = (id(model), variant, ckey, float(dt), float(baumgarte), float(margin),
+           np.asarray(armature, dtype=float).tobytes())
     ws = _CACHE.get(key)
     if ws is None or ws.model is not model:
         ws = ContactInverseDynamics(model, contacts, mu, variant, dt=dt, ground=ground,
@@ -109,6 +109,7 @@ def workspace(model: Model, contacts, mu=0.8, variant: str = "qp", *, dt: float 
     else:
         _CACHE.move_to_end(key)
         ws.mu = mu
+        ws.ground = ground
     return ws
 
 

@@ -87,6 +87,7 @@ class ContactInverseDynamics:
         self.dt = float(dt)
         self.stage2 = bool(stage2)
         self.frame = plane_frame(normal)
+        self._ground = ground
         self._mu = mu_a
         self._core = CIDCore(model, self.data, cs.body.astype(np.intc), cs.position, cs.radius,
                              mu_a, arm, self.frame, np.asarray(ground.point, dtype=float),
@@ -104,6 +105,20 @@ class ContactInverseDynamics:
             raise ValueError(f"mu: lcp_coulomb needs finite friction coefficients, got {mu_a}")
         self._mu = mu_a
         self._core.set_mu(mu_a)
+
+    @property
+    def ground(self) -> Ground:
+        return self._ground
+
+    @ground.setter
+    def ground(self, value: Ground | None) -> None:
+        """The plane the contacts touch; cheap to change every tick (no rebuild)."""
+        value = value or Ground()
+        if value == self._ground:
+            return
+        self.frame = plane_frame(value.unit_normal())
+        self._ground = value
+        self._core.set_ground(self.frame, np.asarray(value.point, dtype=float))
 
     @property
     def warm_active(self) -> list:

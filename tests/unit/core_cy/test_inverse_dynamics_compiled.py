@@ -135,3 +135,23 @@ def test_noslip_pivots_grow_at_most_linearly_with_duplicated_feet(quad):
                                                                rel=1e-6)
         its[copies] = res.diagnostics.iterations
     assert its[10] <= 10 * its[1] + 10, its
+
+
+def test_cached_workspace_follows_ground_and_mu_changes(quad, moving):
+    # a controller moves the plane (and may change mu) every tick: solve() keeps
+    # one workspace and must answer as a fresh one would
+    from servoloop.core_cy.inverse_dynamics import api
+    from servoloop.core_cy.sim.model import Ground
+
+    model, data, pts = quad
+    q, v, qdd_des = moving
+    api._CACHE.clear()
+    for z, mu in ((0.0, 0.8), (-2e-4, 0.5), (0.0, 0.8), (1e-4, 0.3)):
+        g = Ground((0.0, 0.0, z))
+        got = ID.solve(model, data, q, v, qdd_des, pts, mu, "lcp_coulomb", ground=g,
+                       armature=ARMATURE)
+        fresh = ID.ContactInverseDynamics(model, pts, mu, "lcp_coulomb", ground=g,
+                                          armature=ARMATURE).solve(q, v, qdd_des)
+        np.testing.assert_array_equal(got.tau, fresh.tau)
+        np.testing.assert_array_equal(got.contact_forces, fresh.contact_forces)
+    assert len(api._CACHE) == 1
