@@ -5,7 +5,8 @@
 # LCP: w = Q z + r >= 0, z >= 0, z^T w = 0; Q (n, n) row-major.
 
 # Lemke's complementary pivoting on Q + eps I (covering vector 1).
-# T: n * (2n + 2) doubles (the tableau), basis: n ints.  Returns the pivots
+# T: n * (2n + 2) doubles (the tableau), basis: 3n + 2 ints (the basis, then
+# the pivot row's nonzero columns).  Returns the pivots
 # (>= 0), LEMKE_RAY on ray termination, LEMKE_LIMIT at max_iter pivots.
 # z, w (n,) are written on success (w = (Q + eps I) z + r).
 cdef enum:

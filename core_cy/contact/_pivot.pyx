@@ -31,9 +31,10 @@ LADDER = tuple(_LADDER[i] for i in range(6))
 
 cdef int lemke_c(int n, const double* Q, const double* r, double eps, double* z, double* w,
                  double* T, int* basis, int max_iter, double tol) noexcept nogil:
-    cdef int i, j, it, row = 0, entering, leaving, z0 = 2 * n, nc = 2 * n + 2, art
+    cdef int i, j, k, it, row = 0, entering, leaving, z0 = 2 * n, nc = 2 * n + 2, art, nz
     cdef double rmin, best, ratio, piv, f, x
     cdef double* prow
+    cdef int* cols = &basis[n]
     if n == 0:
         return 0
     rmin = r[0]
@@ -86,13 +87,20 @@ cdef int lemke_c(int n, const double* Q, const double* r, double eps, double* z,
                 row = art
         prow = &T[row * nc]
         piv = prow[entering]
+        # the pivot row is sparse (the w columns start as the identity and the
+        # KKT LCPs have zero blocks): update only its nonzero columns
+        nz = 0
         for j in range(nc):
-            prow[j] /= piv
+            if prow[j] != 0.0:
+                prow[j] /= piv
+                cols[nz] = j
+                nz += 1
         for i in range(n):
             if i != row:
                 f = T[i * nc + entering]
                 if f != 0.0:
-                    for j in range(nc):
+                    for k in range(nz):
+                        j = cols[k]
                         T[i * nc + j] -= f * prow[j]
         leaving = basis[row]
         basis[row] = entering
@@ -257,7 +265,7 @@ def lemke_np(const double[:, ::1] Q, const double[::1] r, double eps, int max_it
     z = np.zeros(n)
     w = np.zeros(n)
     T = np.empty(max(1, n * (2 * n + 2)))
-    basis = np.empty(max(1, n), dtype=np.intc)
+    basis = np.empty(max(1, 3 * n + 2), dtype=np.intc)
     cdef double[::1] zv = z, wv = w, Tv = T
     cdef int[::1] bv = basis
     if n == 0:
@@ -274,7 +282,7 @@ def lemke_ladder_np(const double[:, ::1] Q, const double[::1] r):
     z = np.zeros(n)
     w = np.zeros(n)
     T = np.empty(max(1, n * (2 * n + 2)))
-    basis = np.empty(max(1, n), dtype=np.intc)
+    basis = np.empty(max(1, 3 * n + 2), dtype=np.intc)
     cdef double[::1] zv = z, wv = w, Tv = T
     cdef int[::1] bv = basis
     if n == 0:

@@ -237,7 +237,7 @@ cdef class CIDCore:
             qdd1=nv)
         arrays = {name: np.zeros(max(n, 1)) for name, n in sizes.items()}
         ints = {name: np.zeros(max(n, 1), dtype=np.intc) for name, n in
-                dict(c_body=kc, act_idx=kc, kept=6, basis=n2, iwork=max(kc, n2)).items()}
+                dict(c_body=kc, act_idx=kc, kept=6, basis=3 * n2 + 2, iwork=max(kc, n2)).items()}
         flags = {name: np.zeros(max(kc, 1), dtype=np.uint8) for name in ("warm", "actf", "slide")}
         self._keep = (arrays, ints, flags)
         arrays["c_pos"][:3 * kc] = np.ascontiguousarray(position, dtype=float).reshape(-1)
