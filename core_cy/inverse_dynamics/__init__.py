@@ -60,7 +60,7 @@ the paper's formulation built by :func:`build_problem` in :mod:`.problem`,
 with :mod:`.noslip`, :mod:`.coulomb`, :mod:`.qp`, :mod:`.qp_backend`),
 :mod:`.lcp`, :mod:`.result`, :mod:`.errors`.  Measured per call at four
 contacts (``servoloop bench inverse_dynamics``): lcp_noslip 6 us,
-lcp_coulomb 21 us, qp 65 us.
+lcp_coulomb 14 us, qp 40 us.
 """
 
 from servoloop.core_cy.inverse_dynamics.api import VARIANTS, solve, solve_problem, workspace
