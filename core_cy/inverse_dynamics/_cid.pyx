@@ -385,11 +385,11 @@ cdef class CIDCore:
         if self.ka == 0:
             memcpy(self.sv, self.u0, self.nb * sizeof(double))
         elif self.variant == V_NOSLIP:
-            rc = self.noslip()
+            rc = _noslip(self)
         elif self.variant == V_COULOMB:
-            rc = self.coulomb()
+            rc = _coulomb(self)
         else:
-            rc = self.qp(stage2)
+            rc = _qp(self, stage2)
         if rc != OK:
             return rc
         self.finish()
@@ -485,482 +485,6 @@ cdef class CIDCore:
         if nb:
             solve_lower(nb, self.L, self.u0)
 
-    # ---------------------------------------------------------------- lcp_noslip
-    cdef int noslip(self) noexcept nogil:
-        # Two passes at most: a contact the LCP leaves unloaded and separating
-        # (f_n = 0, w_n > 0) cannot hold a tangential force either (the plant's
-        # friction bound is mu * 0), so the second pass releases its tangent
-        # rows; without that an unloaded foot 1 um up kept "sticking" and the
-        # closed loop diverged within ten ticks
-        cdef int rc, i, p, changed, its = 0
-        cdef double wn, wtol
-        memset(self.slide, 0, self.ka)
-        for p in range(2):
-            if p:
-                memcpy(self.aq, self.aq_des, self.na * sizeof(double))
-                self.constants()
-                self.fallback = 0
-            rc = self.noslip_pass()
-            its += self.iterations
-            self.iterations = its
-            if rc != OK:
-                return rc
-            changed = 0
-            wtol = 1e-9 * _fmax(9.81, self.kin_tol() / 1e-7)
-            for i in range(self.ka):
-                if self.f[i] == 0.0 and not self.slide[i]:
-                    wn = _dot(self.nb, &self.YN[6 * i], self.sv) + self.cn[i]
-                    if wn > wtol:
-                        self.slide[i] = 1
-                        changed = 1
-            if not changed:
-                break
-        return OK
-
-    cdef int noslip_pass(self) noexcept nogil:
-        cdef int rc, i
-        cdef double tol
-        rc = self.noslip_lcp()
-        if rc != OK:
-            return rc
-        tol = self.kin_tol()
-        if self.violation > tol:
-            # §4.5: the desired joint acceleration cannot be met without a
-            # slip; take the nearest one that can (every candidate sticks),
-            # then solve the LCP again
-            self.fallback = 1
-            self.consistent_joint_accel()
-            self.constants()
-            i = self.iterations
-            rc = self.noslip_lcp()
-            self.iterations += i
-            if rc != OK:
-                return rc
-            # the correction is exact up to round-off and the residual of the
-            # rows Alg. 1 counted as dependent
-            if self.violation > 1e-6 * _fmax(tol / 1e-7, 1.0) + 2.0 * self.dropped_residual():
-                return E_NOSLIP
-        return OK
-
-    cdef double kin_tol(self) noexcept nogil:
-        # contact-acceleration error [m/s^2] below which qdd_des counts as consistent:
-        # relative to gravity and the tangential/joint terms (not bn: a gap over
-        # dt^2 can be 1e5 m/s^2); settled stances leave ~2e-7 m/s^2 here
-        cdef int i
-        cdef double s = 9.81
-        for i in range(self.na):
-            s = _fmax(s, fabs(self.aq_des[i]))
-        for i in range(self.ka):
-            s = _fmax(s, _fmax(fabs(self.bs[i]), fabs(self.bt[i])))
-        return 1e-7 * s
-
-    cdef int noslip_lcp(self) noexcept nogil:
-        cdef int i, j, k, nk = 0, nb = self.nb, ka = self.ka, it, piv = 0
-        cdef double s, eps = 0.0, res = 0.0, scale
-        cdef double* Z = self.D               # (ka, 6) normal y's projected off the kept rows
-        cdef double* s0 = self.tmp            # 6 + scratch
-        cdef double* scr = &self.tmp[6]
-        # Alg. 1: tangent rows whose base parts stay independent (a residual
-        # below 1e-5 of the row's norm is dependent: a base pitched by 1e-9 rad
-        # must not make the feet's rows "independent" and demand huge forces)
-        for i in range(ka):
-            if nk >= nb:
-                break
-            if self.slide[i]:
-                continue
-            if _gs_add(nb, nk, self.U, self.RK, 6, &self.YS[6 * i], ALG1_TOL, scr):
-                self.kept[nk] = i
-                self.et[nk] = self.cs[i]
-                nk += 1
-            if nk < nb and _gs_add(nb, nk, self.U, self.RK, 6, &self.YT[6 * i], ALG1_TOL, scr):
-                self.kept[nk] = ka + i
-                self.et[nk] = self.ct[i]
-                nk += 1
-        self.n_kept = nk
-        # s0 = P u0 - U R^-T e_t  (P: projector off span(U))
-        _project_off(nb, nk, self.U, self.u0, s0)
-        for i in range(nk):                   # et <- R^-T et (forward, R^T lower)
-            s = self.et[i]
-            for k in range(i):
-                s -= self.RK[k * 6 + i] * self.et[k]
-            self.et[i] = s / self.RK[i * 6 + i]
-        for i in range(nk):
-            for k in range(nb):
-                s0[k] -= self.U[i * nb + k] * self.et[i]
-        for i in range(ka):
-            _project_off(nb, nk, self.U, &self.YN[6 * i], &Z[6 * i])
-        for i in range(ka):
-            for j in range(i + 1):
-                s = _dot(nb, &Z[6 * i], &Z[6 * j])
-                self.Q[i * ka + j] = s
-                self.Q[j * ka + i] = s
-            self.r[i] = _dot(nb, &self.YN[6 * i], s0) + self.cn[i]
-        self.n_lcp = ka
-        # Alg. 2 from the caller's last active set
-        for i in range(ka):
-            self.actf[i] = self.warm[self.act_idx[i]]
-        scale = 1.0
-        for i in range(ka * ka):
-            scale = _fmax(scale, fabs(self.Q[i]))
-        for i in range(ka):
-            scale = _fmax(scale, fabs(self.r[i]))
-        it = ppm_c(ka, self.Q, self.r, self.z, self.w, self.actf, self.T, self.iwork,
-                   1e-10 * scale)
-        if it < 0:
-            if lemke_ladder_c(ka, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps,
-                              &piv, &res) != 0:
-                return E_LCP
-            it = piv
-            self.regularization = eps
-            for i in range(ka):
-                self.actf[i] = self.z[i] > 0.0
-        self.iterations = it
-        for i in range(ka):
-            self.warm[self.act_idx[i]] = self.actf[i]
-        # s = s0 + Z f_n; the tangent forces from u = u0 + Y_N f_n
-        memcpy(self.sv, s0, nb * sizeof(double))
-        memcpy(scr, self.u0, nb * sizeof(double))
-        for i in range(ka):
-            if self.z[i] != 0.0:
-                for k in range(nb):
-                    self.sv[k] += Z[6 * i + k] * self.z[i]
-                    scr[k] += self.YN[6 * i + k] * self.z[i]
-        memset(self.f, 0, 5 * ka * sizeof(double))
-        for i in range(ka):
-            self.f[i] = self.z[i]
-        # f_t = -R^-1 (U u + R^-T e_t); et already holds R^-T e_t
-        for i in range(nk):
-            self.rhs[i] = -(_dot(nb, &self.U[i * nb], scr) + self.et[i])
-        for i in range(nk - 1, -1, -1):
-            s = self.rhs[i]
-            for k in range(i + 1, nk):
-                s -= self.RK[i * 6 + k] * self.rhs[k]
-            self.rhs[i] = s / self.RK[i * 6 + i]
-        for i in range(nk):
-            j = self.kept[i]
-            if j < ka:
-                self.f[ka + j] = self.rhs[i]           # f_t1 (signed, stored in the s+ slot)
-            else:
-                self.f[3 * ka + j - ka] = self.rhs[i]  # f_t2 in the t+ slot
-        # the rows Alg. 1 dropped, and non-penetration
-        self.violation = 0.0
-        for i in range(ka):
-            if not self.slide[i]:
-                self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YS[6 * i], self.sv)
-                                                           + self.cs[i]))
-                self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YT[6 * i], self.sv)
-                                                           + self.ct[i]))
-            self.violation = _fmax(self.violation, -(_dot(nb, &self.YN[6 * i], self.sv)
-                                                     + self.cn[i]))
-        return OK
-
-    cdef void consistent_joint_accel(self) noexcept nogil:
-        # §4.5: min |aq - aq_des|^2 such that the tangent rows Alg. 1 dropped
-        # hold whenever the kept ones do.  A dropped row's base part is
-        # y_d = Y_K alpha (+ a residual below Alg. 1's threshold), so it holds
-        # iff (C_q,d - alpha^T C_q,K) aq + (b_d - alpha^T b_K) = 0: one linear
-        # condition D_d aq = e_d per dropped row, with exactly Alg. 1's notion of
-        # dependence (a separate rank decision here would disagree with it on
-        # weakly independent rows, 1e-9 of a pitched base, and the LCP would
-        # then slip by their residual x the normal forces' base motion).
-        # aq = aq_des + x, x the min-norm solution of D x = e - D aq_des, by
-        # Gram-Schmidt on D's rows with the right side carried along.
-        cdef int i, j, k, k2, d, ka = self.ka, nb = self.nb, na = self.na, nv = self.nv
-        cdef int nk = self.n_kept, nd = 0, nw = 0
-        cdef double s, nn, rr
-        cdef double* alpha = self.rhs
-        cdef double* e = self.Q                 # the LCP buffers are free here
-        cdef double* scr = self.T
-        cdef const double* row
-        for d in range(2 * ka):
-            k = self.slide[d if d < ka else d - ka]
-            for j in range(nk):
-                if self.kept[j] == d:
-                    k = 1
-            if k:
-                continue
-            row = &self.YS[6 * d] if d < ka else &self.YT[6 * (d - ka)]
-            for j in range(nk):                 # R_K alpha = U y_d (back substitution)
-                alpha[j] = _dot(nb, &self.U[j * nb], row)
-            for j in range(nk - 1, -1, -1):
-                s = alpha[j]
-                for k in range(j + 1, nk):
-                    s -= self.RK[j * 6 + k] * alpha[k]
-                alpha[j] = s / self.RK[j * 6 + j]
-            self._tangent_joint_row(d, &self.D[nd * na], &e[nd])
-            for j in range(nk):
-                self._tangent_joint_row(self.kept[j], scr, &rr)
-                for k in range(na):
-                    self.D[nd * na + k] -= alpha[j] * scr[k]
-                e[nd] -= alpha[j] * rr
-            e[nd] = -e[nd] - _dot(na, &self.D[nd * na], self.aq_des)
-            nd += 1
-        for i in range(nd):
-            memcpy(scr, &self.D[i * na], na * sizeof(double))
-            rr = e[i]
-            nn = _dot(na, scr, scr)
-            for k in range(2):
-                for j in range(nw):
-                    s = _dot(na, &self.Wb[j * na], scr)
-                    rr -= s * self.cW[j]
-                    for k2 in range(na):
-                        scr[k2] -= s * self.Wb[j * na + k2]
-            s = _dot(na, scr, scr)
-            if nw < na and s > 1e-20 * nn and nn > 0.0:
-                s = sqrt(s)
-                for k2 in range(na):
-                    self.Wb[nw * na + k2] = scr[k2] / s
-                self.cW[nw] = rr / s
-                nw += 1
-        for k in range(na):
-            s = self.aq_des[k]
-            for j in range(nw):
-                s += self.cW[j] * self.Wb[j * na + k]
-            self.aq[k] = s
-
-    cdef void _tangent_joint_row(self, int d, double* out, double* bias) noexcept nogil:
-        # tangent row d (< ka: S of contact d, else T of contact d - ka): its joint
-        # part (na,) and its velocity bias
-        if d < self.ka:
-            memcpy(out, &self.Sr[d * self.nv + self.nb], self.na * sizeof(double))
-            bias[0] = self.bs[d]
-        else:
-            memcpy(out, &self.Tr[(d - self.ka) * self.nv + self.nb], self.na * sizeof(double))
-            bias[0] = self.bt[d - self.ka]
-
-    cdef double dropped_residual(self) noexcept nogil:
-        # max over the dropped tangent rows of |y_d - U^T U y_d| |sv|: how far
-        # Alg. 1's "dependent" lets such a row move with the base [m/s^2]
-        cdef int d, j, k, nb = self.nb
-        cdef double worst = 0.0, a
-        cdef const double* row
-        cdef double* t = &self.tmp[6]
-        for d in range(2 * self.ka):
-            if self.slide[d if d < self.ka else d - self.ka]:
-                continue
-            row = &self.YS[6 * d] if d < self.ka else &self.YT[6 * (d - self.ka)]
-            _project_off(nb, self.n_kept, self.U, row, t)
-            a = sqrt(_dot(nb, t, t))
-            worst = _fmax(worst, a)
-        return worst * sqrt(_dot(nb, self.sv, self.sv))
-
-    # ---------------------------------------------------------------- lcp_coulomb / qp
-    cdef void pyramid_terms(self) noexcept nogil:
-        # Y5 (5ka, nb): y's of [N; S; -S; T; -T] (direction-major, digest §1);
-        # cG (5ka,): the rows' accelerations with zero contact force
-        cdef int i, k, ka = self.ka, nb = self.nb, nv = self.nv
-        cdef double s
-        cdef double* m0 = &self.tmp[0]
-        for i in range(ka):
-            for k in range(nb):
-                self.Y5[6 * i + k] = self.YN[6 * i + k]
-                self.Y5[6 * (ka + i) + k] = self.YS[6 * i + k]
-                self.Y5[6 * (2 * ka + i) + k] = -self.YS[6 * i + k]
-                self.Y5[6 * (3 * ka + i) + k] = self.YT[6 * i + k]
-                self.Y5[6 * (4 * ka + i) + k] = -self.YT[6 * i + k]
-            self.cG[i] = _dot(nb, &self.YN[6 * i], self.u0) + self.cn[i]
-            s = _dot(nb, &self.YS[6 * i], self.u0) + self.cs[i]
-            self.cG[ka + i] = s
-            self.cG[2 * ka + i] = -s
-            s = _dot(nb, &self.YT[6 * i], self.u0) + self.ct[i]
-            self.cG[3 * ka + i] = s
-            self.cG[4 * ka + i] = -s
-        # QP,inf: with no friction bound the contact-space terms of the tangent
-        # rows would demand exact sticking (infeasible as soon as the joint
-        # accelerations are not consistent with it); their forces follow the
-        # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
-        # which always has a minimum
-        if self.variant != V_QP or not self.any_inf():
-            return
-        for k in range(nb):
-            m0[k] = _dot(nv, &self.M[k * nv], self.vcur) / self.dt - self.h[k]
-        solve_lower(nb, self.L, m0)
-        for i in range(ka):
-            if self.mu[self.act_idx[i]] < INFINITY:
-                continue
-            s = _dot(nb, &self.YS[6 * i], m0)
-            self.cG[ka + i] = s
-            self.cG[2 * ka + i] = -s
-            s = _dot(nb, &self.YT[6 * i], m0)
-            self.cG[3 * ka + i] = s
-            self.cG[4 * ka + i] = -s
-
-    cdef double mu_eff(self, int i) noexcept nogil:
-        # active contact i's friction coefficient in the pyramid rows: QP,inf keeps
-        # a (very wide) pyramid so Stage I's feasible set stays bounded and its
-        # KKT LCP always has a solution Lemke reaches
-        cdef double mu = self.mu[self.act_idx[i]]
-        return mu if mu < MU_INF_CAP else MU_INF_CAP
-
-    cdef int any_inf(self) noexcept nogil:
-        cdef int i
-        for i in range(self.ka):
-            if not self.mu[self.act_idx[i]] < INFINITY:
-                return 1
-        return 0
-
-    cdef int friction_lcp(self, int qp) noexcept nogil:
-        # z = [f (5ka); lambda (finite-mu contacts)]; Coulomb (qp = 0): the
-        # Anitescu-Potra LCP; qp = 1: the KKT LCP of Stage I, the same matrix
-        # with -mu lambda on the normal rows (max dissipation without
-        # complementarity between sliding and the normal gap)
-        cdef int i, j, k, ka = self.ka, n5 = 5 * ka, nl = 0, n, piv = 0
-        cdef double s, eps = 0.0, res = 0.0
-        for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
-            self.iwork[nl] = i
-            nl += 1
-        n = n5 + nl
-        self.n_lcp = n
-        memset(self.Q, 0, n * n * sizeof(double))
-        for i in range(n5):
-            for j in range(i + 1):
-                s = _dot(self.nb, &self.Y5[6 * i], &self.Y5[6 * j])
-                self.Q[i * n + j] = s
-                self.Q[j * n + i] = s
-            self.r[i] = self.cG[i]
-        for j in range(nl):
-            i = self.iwork[j]
-            for k in range(1, 5):
-                self.Q[(k * ka + i) * n + n5 + j] = 1.0
-                self.Q[(n5 + j) * n + k * ka + i] = -1.0
-            self.Q[(n5 + j) * n + i] = self.mu_eff(i)
-            if qp:
-                self.Q[i * n + n5 + j] = -self.mu_eff(i)
-            self.r[n5 + j] = 0.0
-        if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
-                          &res) != 0:
-            return E_LCP
-        self.iterations += piv
-        self.regularization = _fmax(self.regularization, eps)
-        for i in range(n):
-            self.complementarity = _fmax(self.complementarity, fabs(self.z[i] * self.w[i]))
-        memcpy(self.f, self.z, n5 * sizeof(double))
-        return OK
-
-    cdef void base_from_forces(self) noexcept nogil:
-        # sv = u0 + Y5^T f (then a_b = L^-T sv in finish)
-        cdef int j, k
-        memcpy(self.sv, self.u0, self.nb * sizeof(double))
-        for j in range(5 * self.ka):
-            if self.f[j] != 0.0:
-                for k in range(self.nb):
-                    self.sv[k] += self.Y5[6 * j + k] * self.f[j]
-
-    cdef int coulomb(self) noexcept nogil:
-        cdef int rc
-        self.pyramid_terms()
-        rc = self.friction_lcp(0)
-        if rc != OK:
-            return rc
-        self.base_from_forces()
-        return OK
-
-    cdef int qp(self, int stage2) noexcept nogil:
-        cdef int rc, i, j, k, ka = self.ka, n5 = 5 * ka, nb = self.nb, na = self.na
-        cdef int nv = self.nv, ne, nl = 0, n, piv = 0, rank = 0
-        cdef double s, eps = 0.0, res = 0.0, scale
-        cdef double* t = self.rhs
-        self.pyramid_terms()
-        rc = self.friction_lcp(1)
-        if rc != OK:
-            return E_STAGE1
-        self.base_from_forces()
-        self.finish()                            # Stage I's answer, kept for diagnostics
-        memcpy(self.tau1, self.tau, na * sizeof(double))
-        memcpy(self.qdd1, self.qdd, nv * sizeof(double))
-        # nullity of Stage I's Hessian Y5 Y5^T: 5ka - rank(Y5)
-        for i in range(n5):
-            if rank < nb:
-                rank += _gs_add(nb, rank, self.U, self.RK, 6, &self.Y5[6 * i], 1e-20, self.tmp)
-        self.nullity = n5 - rank
-        if not stage2 or self.nullity == 0:
-            return OK
-        # Stage II: min 1/2 |t - Rq f|^2 s.t. Y5^T f = Y5^T f0 (the same base
-        # motion, hence the same v+), f >= 0, pyramid, only on the contacts that
-        # end the step closed (predicted gap dt^2 w_n below CLOSED_GAP: a foot
-        # about to leave, or an open gap inside the margin, takes no force);
-        # t = tau + Rq f0 (Stage I's torque without the contacts)
-        memcpy(self.f0, self.f, n5 * sizeof(double))
-        for i in range(ka):
-            self.actf[i] = (self.dt * self.dt * (_dot(nb, &self.YN[6 * i], self.sv) + self.cn[i])
-                            < CLOSED_GAP)
-            for k in range(na):
-                s = self.Nr[i * nv + nb + k]
-                self.Rq[i * na + k] = s
-                s = self.Sr[i * nv + nb + k]
-                self.Rq[(ka + i) * na + k] = s
-                self.Rq[(2 * ka + i) * na + k] = -s
-                s = self.Tr[i * nv + nb + k]
-                self.Rq[(3 * ka + i) * na + k] = s
-                self.Rq[(4 * ka + i) * na + k] = -s
-        memcpy(t, self.tau, na * sizeof(double))
-        for j in range(n5):
-            if self.f0[j] != 0.0:
-                for k in range(na):
-                    t[k] += self.Rq[j * na + k] * self.f0[j]
-        for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
-            self.iwork[nl] = i
-            nl += 1
-        ne = nb
-        n = n5 + 2 * ne + nl
-        self.n_lcp = n
-        memset(self.Q, 0, n * n * sizeof(double))
-        scale = 0.0
-        for i in range(n5):
-            if not self.actf[i % ka]:
-                continue
-            for j in range(i + 1):
-                if not self.actf[j % ka]:
-                    continue
-                s = _dot(na, &self.Rq[i * na], &self.Rq[j * na])
-                self.Q[i * n + j] = s
-                self.Q[j * n + i] = s
-                scale = _fmax(scale, fabs(s))
-            self.r[i] = -_dot(na, &self.Rq[i * na], t)
-        scale = _fmax(scale, 1e-12)
-        # equality rows y_k^T f = y_k^T f0, scaled to the Hessian's size
-        for k in range(ne):
-            s = 0.0
-            for j in range(n5):
-                s = _fmax(s, fabs(self.Y5[6 * j + k]))
-            s = scale / s if s > 0.0 else 0.0
-            res = 0.0
-            for j in range(n5):
-                eps = s * self.Y5[6 * j + k] if self.actf[j % ka] else 0.0
-                res += eps * self.f0[j]
-                self.Q[(n5 + k) * n + j] = eps
-                self.Q[(n5 + ne + k) * n + j] = -eps
-                self.Q[j * n + n5 + k] = -eps
-                self.Q[j * n + n5 + ne + k] = eps
-            self.r[n5 + k] = -res
-            self.r[n5 + ne + k] = res
-        for i in range(n5):
-            if not self.actf[i % ka]:
-                self.r[i] = scale        # w_i = scale > 0: f_i = 0, and no coupling
-        for j in range(nl):
-            i = self.iwork[j]
-            k = n5 + 2 * ne + j
-            if not self.actf[i]:
-                continue
-            s = self.mu_eff(i) * scale
-            self.Q[k * n + i] = s
-            self.Q[i * n + k] = -s
-            for rc in range(1, 5):
-                self.Q[k * n + rc * ka + i] = -scale
-                self.Q[(rc * ka + i) * n + k] = scale
-            self.r[k] = 0.0
-        eps = 0.0
-        if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
-                          &res) != 0:
-            # Stage II is a refinement: without it Stage I's answer stands
-            memcpy(self.f, self.f0, n5 * sizeof(double))
-            return OK
-        self.iterations += piv
-        self.stage2 = 1
-        memcpy(self.f, self.z, n5 * sizeof(double))
-        self.base_from_forces()
-        return OK
-
     # ---------------------------------------------------------------- outputs
     cdef void finish(self) noexcept nogil:
         # a_b = L^-T sv; tau = (M qdd + h - R^T f)_q; world forces; diagnostics
@@ -1002,6 +526,498 @@ cdef class CIDCore:
         for i in range(nb):
             self.residual = _fmax(self.residual, fabs(gen[i]))
         memcpy(self.tau, &gen[nb], na * sizeof(double))
+
+
+# ------------------------------------------------------------------ the variants
+# Module-level kernels on a CIDCore (its buffers): lcp_noslip (_noslip ...
+# _dropped_residual), then lcp_coulomb and qp (_pyramid_terms ... _qp).
+
+cdef int _noslip(CIDCore self) noexcept nogil:
+    # Two passes at most: a contact the LCP leaves unloaded and separating
+    # (f_n = 0, w_n > 0) cannot hold a tangential force either (the plant's
+    # friction bound is mu * 0), so the second pass releases its tangent
+    # rows; without that an unloaded foot 1 um up kept "sticking" and the
+    # closed loop diverged within ten ticks
+    cdef int rc, i, p, changed, its = 0
+    cdef double wn, wtol
+    memset(self.slide, 0, self.ka)
+    for p in range(2):
+        if p:
+            memcpy(self.aq, self.aq_des, self.na * sizeof(double))
+            self.constants()
+            self.fallback = 0
+        rc = _noslip_pass(self)
+        its += self.iterations
+        self.iterations = its
+        if rc != OK:
+            return rc
+        changed = 0
+        wtol = 1e-9 * _fmax(9.81, _kin_tol(self) / 1e-7)
+        for i in range(self.ka):
+            if self.f[i] == 0.0 and not self.slide[i]:
+                wn = _dot(self.nb, &self.YN[6 * i], self.sv) + self.cn[i]
+                if wn > wtol:
+                    self.slide[i] = 1
+                    changed = 1
+        if not changed:
+            break
+    return OK
+
+
+cdef int _noslip_pass(CIDCore self) noexcept nogil:
+    cdef int rc, i
+    cdef double tol
+    rc = _noslip_lcp(self)
+    if rc != OK:
+        return rc
+    tol = _kin_tol(self)
+    if self.violation > tol:
+        # §4.5: the desired joint acceleration cannot be met without a
+        # slip; take the nearest one that can (every candidate sticks),
+        # then solve the LCP again
+        self.fallback = 1
+        _consistent_joint_accel(self)
+        self.constants()
+        i = self.iterations
+        rc = _noslip_lcp(self)
+        self.iterations += i
+        if rc != OK:
+            return rc
+        # the correction is exact up to round-off and the residual of the
+        # rows Alg. 1 counted as dependent
+        if self.violation > 1e-6 * _fmax(tol / 1e-7, 1.0) + 2.0 * _dropped_residual(self):
+            return E_NOSLIP
+    return OK
+
+
+cdef double _kin_tol(CIDCore self) noexcept nogil:
+    # contact-acceleration error [m/s^2] below which qdd_des counts as consistent:
+    # relative to gravity and the tangential/joint terms (not bn: a gap over
+    # dt^2 can be 1e5 m/s^2); settled stances leave ~2e-7 m/s^2 here
+    cdef int i
+    cdef double s = 9.81
+    for i in range(self.na):
+        s = _fmax(s, fabs(self.aq_des[i]))
+    for i in range(self.ka):
+        s = _fmax(s, _fmax(fabs(self.bs[i]), fabs(self.bt[i])))
+    return 1e-7 * s
+
+
+cdef int _noslip_lcp(CIDCore self) noexcept nogil:
+    cdef int i, j, k, nk = 0, nb = self.nb, ka = self.ka, it, piv = 0
+    cdef double s, eps = 0.0, res = 0.0, scale
+    cdef double* Z = self.D               # (ka, 6) normal y's projected off the kept rows
+    cdef double* s0 = self.tmp            # 6 + scratch
+    cdef double* scr = &self.tmp[6]
+    # Alg. 1: tangent rows whose base parts stay independent (a residual
+    # below 1e-5 of the row's norm is dependent: a base pitched by 1e-9 rad
+    # must not make the feet's rows "independent" and demand huge forces)
+    for i in range(ka):
+        if nk >= nb:
+            break
+        if self.slide[i]:
+            continue
+        if _gs_add(nb, nk, self.U, self.RK, 6, &self.YS[6 * i], ALG1_TOL, scr):
+            self.kept[nk] = i
+            self.et[nk] = self.cs[i]
+            nk += 1
+        if nk < nb and _gs_add(nb, nk, self.U, self.RK, 6, &self.YT[6 * i], ALG1_TOL, scr):
+            self.kept[nk] = ka + i
+            self.et[nk] = self.ct[i]
+            nk += 1
+    self.n_kept = nk
+    # s0 = P u0 - U R^-T e_t  (P: projector off span(U))
+    _project_off(nb, nk, self.U, self.u0, s0)
+    for i in range(nk):                   # et <- R^-T et (forward, R^T lower)
+        s = self.et[i]
+        for k in range(i):
+            s -= self.RK[k * 6 + i] * self.et[k]
+        self.et[i] = s / self.RK[i * 6 + i]
+    for i in range(nk):
+        for k in range(nb):
+            s0[k] -= self.U[i * nb + k] * self.et[i]
+    for i in range(ka):
+        _project_off(nb, nk, self.U, &self.YN[6 * i], &Z[6 * i])
+    for i in range(ka):
+        for j in range(i + 1):
+            s = _dot(nb, &Z[6 * i], &Z[6 * j])
+            self.Q[i * ka + j] = s
+            self.Q[j * ka + i] = s
+        self.r[i] = _dot(nb, &self.YN[6 * i], s0) + self.cn[i]
+    self.n_lcp = ka
+    # Alg. 2 from the caller's last active set
+    for i in range(ka):
+        self.actf[i] = self.warm[self.act_idx[i]]
+    scale = 1.0
+    for i in range(ka * ka):
+        scale = _fmax(scale, fabs(self.Q[i]))
+    for i in range(ka):
+        scale = _fmax(scale, fabs(self.r[i]))
+    it = ppm_c(ka, self.Q, self.r, self.z, self.w, self.actf, self.T, self.iwork,
+               1e-10 * scale)
+    if it < 0:
+        if lemke_ladder_c(ka, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps,
+                          &piv, &res) != 0:
+            return E_LCP
+        it = piv
+        self.regularization = eps
+        for i in range(ka):
+            self.actf[i] = self.z[i] > 0.0
+    self.iterations = it
+    for i in range(ka):
+        self.warm[self.act_idx[i]] = self.actf[i]
+    # s = s0 + Z f_n; the tangent forces from u = u0 + Y_N f_n
+    memcpy(self.sv, s0, nb * sizeof(double))
+    memcpy(scr, self.u0, nb * sizeof(double))
+    for i in range(ka):
+        if self.z[i] != 0.0:
+            for k in range(nb):
+                self.sv[k] += Z[6 * i + k] * self.z[i]
+                scr[k] += self.YN[6 * i + k] * self.z[i]
+    memset(self.f, 0, 5 * ka * sizeof(double))
+    for i in range(ka):
+        self.f[i] = self.z[i]
+    # f_t = -R^-1 (U u + R^-T e_t); et already holds R^-T e_t
+    for i in range(nk):
+        self.rhs[i] = -(_dot(nb, &self.U[i * nb], scr) + self.et[i])
+    for i in range(nk - 1, -1, -1):
+        s = self.rhs[i]
+        for k in range(i + 1, nk):
+            s -= self.RK[i * 6 + k] * self.rhs[k]
+        self.rhs[i] = s / self.RK[i * 6 + i]
+    for i in range(nk):
+        j = self.kept[i]
+        if j < ka:
+            self.f[ka + j] = self.rhs[i]           # f_t1 (signed, stored in the s+ slot)
+        else:
+            self.f[3 * ka + j - ka] = self.rhs[i]  # f_t2 in the t+ slot
+    # the rows Alg. 1 dropped, and non-penetration
+    self.violation = 0.0
+    for i in range(ka):
+        if not self.slide[i]:
+            self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YS[6 * i], self.sv)
+                                                       + self.cs[i]))
+            self.violation = _fmax(self.violation, fabs(_dot(nb, &self.YT[6 * i], self.sv)
+                                                       + self.ct[i]))
+        self.violation = _fmax(self.violation, -(_dot(nb, &self.YN[6 * i], self.sv)
+                                                 + self.cn[i]))
+    return OK
+
+
+cdef void _consistent_joint_accel(CIDCore self) noexcept nogil:
+    # §4.5: min |aq - aq_des|^2 such that the tangent rows Alg. 1 dropped
+    # hold whenever the kept ones do.  A dropped row's base part is
+    # y_d = Y_K alpha (+ a residual below Alg. 1's threshold), so it holds
+    # iff (C_q,d - alpha^T C_q,K) aq + (b_d - alpha^T b_K) = 0: one linear
+    # condition D_d aq = e_d per dropped row, with exactly Alg. 1's notion of
+    # dependence (a separate rank decision here would disagree with it on
+    # weakly independent rows, 1e-9 of a pitched base, and the LCP would
+    # then slip by their residual x the normal forces' base motion).
+    # aq = aq_des + x, x the min-norm solution of D x = e - D aq_des, by
+    # Gram-Schmidt on D's rows with the right side carried along.
+    cdef int i, j, k, k2, d, ka = self.ka, nb = self.nb, na = self.na, nv = self.nv
+    cdef int nk = self.n_kept, nd = 0, nw = 0
+    cdef double s, nn, rr
+    cdef double* alpha = self.rhs
+    cdef double* e = self.Q                 # the LCP buffers are free here
+    cdef double* scr = self.T
+    cdef const double* row
+    for d in range(2 * ka):
+        k = self.slide[d if d < ka else d - ka]
+        for j in range(nk):
+            if self.kept[j] == d:
+                k = 1
+        if k:
+            continue
+        row = &self.YS[6 * d] if d < ka else &self.YT[6 * (d - ka)]
+        for j in range(nk):                 # R_K alpha = U y_d (back substitution)
+            alpha[j] = _dot(nb, &self.U[j * nb], row)
+        for j in range(nk - 1, -1, -1):
+            s = alpha[j]
+            for k in range(j + 1, nk):
+                s -= self.RK[j * 6 + k] * alpha[k]
+            alpha[j] = s / self.RK[j * 6 + j]
+        _tangent_joint_row(self, d, &self.D[nd * na], &e[nd])
+        for j in range(nk):
+            _tangent_joint_row(self, self.kept[j], scr, &rr)
+            for k in range(na):
+                self.D[nd * na + k] -= alpha[j] * scr[k]
+            e[nd] -= alpha[j] * rr
+        e[nd] = -e[nd] - _dot(na, &self.D[nd * na], self.aq_des)
+        nd += 1
+    for i in range(nd):
+        memcpy(scr, &self.D[i * na], na * sizeof(double))
+        rr = e[i]
+        nn = _dot(na, scr, scr)
+        for k in range(2):
+            for j in range(nw):
+                s = _dot(na, &self.Wb[j * na], scr)
+                rr -= s * self.cW[j]
+                for k2 in range(na):
+                    scr[k2] -= s * self.Wb[j * na + k2]
+        s = _dot(na, scr, scr)
+        if nw < na and s > 1e-20 * nn and nn > 0.0:
+            s = sqrt(s)
+            for k2 in range(na):
+                self.Wb[nw * na + k2] = scr[k2] / s
+            self.cW[nw] = rr / s
+            nw += 1
+    for k in range(na):
+        s = self.aq_des[k]
+        for j in range(nw):
+            s += self.cW[j] * self.Wb[j * na + k]
+        self.aq[k] = s
+
+
+cdef void _tangent_joint_row(CIDCore self, int d, double* out, double* bias) noexcept nogil:
+    # tangent row d (< ka: S of contact d, else T of contact d - ka): its joint
+    # part (na,) and its velocity bias
+    if d < self.ka:
+        memcpy(out, &self.Sr[d * self.nv + self.nb], self.na * sizeof(double))
+        bias[0] = self.bs[d]
+    else:
+        memcpy(out, &self.Tr[(d - self.ka) * self.nv + self.nb], self.na * sizeof(double))
+        bias[0] = self.bt[d - self.ka]
+
+
+cdef double _dropped_residual(CIDCore self) noexcept nogil:
+    # max over the dropped tangent rows of |y_d - U^T U y_d| |sv|: how far
+    # Alg. 1's "dependent" lets such a row move with the base [m/s^2]
+    cdef int d, j, k, nb = self.nb
+    cdef double worst = 0.0, a
+    cdef const double* row
+    cdef double* t = &self.tmp[6]
+    for d in range(2 * self.ka):
+        if self.slide[d if d < self.ka else d - self.ka]:
+            continue
+        row = &self.YS[6 * d] if d < self.ka else &self.YT[6 * (d - self.ka)]
+        _project_off(nb, self.n_kept, self.U, row, t)
+        a = sqrt(_dot(nb, t, t))
+        worst = _fmax(worst, a)
+    return worst * sqrt(_dot(nb, self.sv, self.sv))
+
+
+cdef void _pyramid_terms(CIDCore self) noexcept nogil:
+    # Y5 (5ka, nb): y's of [N; S; -S; T; -T] (direction-major, digest §1);
+    # cG (5ka,): the rows' accelerations with zero contact force
+    cdef int i, k, ka = self.ka, nb = self.nb, nv = self.nv
+    cdef double s
+    cdef double* m0 = &self.tmp[0]
+    for i in range(ka):
+        for k in range(nb):
+            self.Y5[6 * i + k] = self.YN[6 * i + k]
+            self.Y5[6 * (ka + i) + k] = self.YS[6 * i + k]
+            self.Y5[6 * (2 * ka + i) + k] = -self.YS[6 * i + k]
+            self.Y5[6 * (3 * ka + i) + k] = self.YT[6 * i + k]
+            self.Y5[6 * (4 * ka + i) + k] = -self.YT[6 * i + k]
+        self.cG[i] = _dot(nb, &self.YN[6 * i], self.u0) + self.cn[i]
+        s = _dot(nb, &self.YS[6 * i], self.u0) + self.cs[i]
+        self.cG[ka + i] = s
+        self.cG[2 * ka + i] = -s
+        s = _dot(nb, &self.YT[6 * i], self.u0) + self.ct[i]
+        self.cG[3 * ka + i] = s
+        self.cG[4 * ka + i] = -s
+    # QP,inf: with no friction bound the contact-space terms of the tangent
+    # rows would demand exact sticking (infeasible as soon as the joint
+    # accelerations are not consistent with it); their forces follow the
+    # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
+    # which always has a minimum
+    if self.variant != V_QP or not _any_inf(self):
+        return
+    for k in range(nb):
+        m0[k] = _dot(nv, &self.M[k * nv], self.vcur) / self.dt - self.h[k]
+    solve_lower(nb, self.L, m0)
+    for i in range(ka):
+        if self.mu[self.act_idx[i]] < INFINITY:
+            continue
+        s = _dot(nb, &self.YS[6 * i], m0)
+        self.cG[ka + i] = s
+        self.cG[2 * ka + i] = -s
+        s = _dot(nb, &self.YT[6 * i], m0)
+        self.cG[3 * ka + i] = s
+        self.cG[4 * ka + i] = -s
+
+
+cdef double _mu_eff(CIDCore self, int i) noexcept nogil:
+    # active contact i's friction coefficient in the pyramid rows: QP,inf keeps
+    # a (very wide) pyramid so Stage I's feasible set stays bounded and its
+    # KKT LCP always has a solution Lemke reaches
+    cdef double mu = self.mu[self.act_idx[i]]
+    return mu if mu < MU_INF_CAP else MU_INF_CAP
+
+
+cdef int _any_inf(CIDCore self) noexcept nogil:
+    cdef int i
+    for i in range(self.ka):
+        if not self.mu[self.act_idx[i]] < INFINITY:
+            return 1
+    return 0
+
+
+cdef int _friction_lcp(CIDCore self, int qp) noexcept nogil:
+    # z = [f (5ka); lambda (finite-mu contacts)]; Coulomb (qp = 0): the
+    # Anitescu-Potra LCP; qp = 1: the KKT LCP of Stage I, the same matrix
+    # with -mu lambda on the normal rows (max dissipation without
+    # complementarity between sliding and the normal gap)
+    cdef int i, j, k, ka = self.ka, n5 = 5 * ka, nl = 0, n, piv = 0
+    cdef double s, eps = 0.0, res = 0.0
+    for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
+        self.iwork[nl] = i
+        nl += 1
+    n = n5 + nl
+    self.n_lcp = n
+    memset(self.Q, 0, n * n * sizeof(double))
+    for i in range(n5):
+        for j in range(i + 1):
+            s = _dot(self.nb, &self.Y5[6 * i], &self.Y5[6 * j])
+            self.Q[i * n + j] = s
+            self.Q[j * n + i] = s
+        self.r[i] = self.cG[i]
+    for j in range(nl):
+        i = self.iwork[j]
+        for k in range(1, 5):
+            self.Q[(k * ka + i) * n + n5 + j] = 1.0
+            self.Q[(n5 + j) * n + k * ka + i] = -1.0
+        self.Q[(n5 + j) * n + i] = _mu_eff(self, i)
+        if qp:
+            self.Q[i * n + n5 + j] = -_mu_eff(self, i)
+        self.r[n5 + j] = 0.0
+    if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
+                      &res) != 0:
+        return E_LCP
+    self.iterations += piv
+    self.regularization = _fmax(self.regularization, eps)
+    for i in range(n):
+        self.complementarity = _fmax(self.complementarity, fabs(self.z[i] * self.w[i]))
+    memcpy(self.f, self.z, n5 * sizeof(double))
+    return OK
+
+
+cdef void _base_from_forces(CIDCore self) noexcept nogil:
+    # sv = u0 + Y5^T f (then a_b = L^-T sv in finish)
+    cdef int j, k
+    memcpy(self.sv, self.u0, self.nb * sizeof(double))
+    for j in range(5 * self.ka):
+        if self.f[j] != 0.0:
+            for k in range(self.nb):
+                self.sv[k] += self.Y5[6 * j + k] * self.f[j]
+
+
+cdef int _coulomb(CIDCore self) noexcept nogil:
+    cdef int rc
+    _pyramid_terms(self)
+    rc = _friction_lcp(self, 0)
+    if rc != OK:
+        return rc
+    _base_from_forces(self)
+    return OK
+
+
+cdef int _qp(CIDCore self, int stage2) noexcept nogil:
+    cdef int rc, i, j, k, ka = self.ka, n5 = 5 * ka, nb = self.nb, na = self.na
+    cdef int nv = self.nv, ne, nl = 0, n, piv = 0, rank = 0
+    cdef double s, eps = 0.0, res = 0.0, scale
+    cdef double* t = self.rhs
+    _pyramid_terms(self)
+    rc = _friction_lcp(self, 1)
+    if rc != OK:
+        return E_STAGE1
+    _base_from_forces(self)
+    self.finish()                            # Stage I's answer, kept for diagnostics
+    memcpy(self.tau1, self.tau, na * sizeof(double))
+    memcpy(self.qdd1, self.qdd, nv * sizeof(double))
+    # nullity of Stage I's Hessian Y5 Y5^T: 5ka - rank(Y5)
+    for i in range(n5):
+        if rank < nb:
+            rank += _gs_add(nb, rank, self.U, self.RK, 6, &self.Y5[6 * i], 1e-20, self.tmp)
+    self.nullity = n5 - rank
+    if not stage2 or self.nullity == 0:
+        return OK
+    # Stage II: min 1/2 |t - Rq f|^2 s.t. Y5^T f = Y5^T f0 (the same base
+    # motion, hence the same v+), f >= 0, pyramid, only on the contacts that
+    # end the step closed (predicted gap dt^2 w_n below CLOSED_GAP: a foot
+    # about to leave, or an open gap inside the margin, takes no force);
+    # t = tau + Rq f0 (Stage I's torque without the contacts)
+    memcpy(self.f0, self.f, n5 * sizeof(double))
+    for i in range(ka):
+        self.actf[i] = (self.dt * self.dt * (_dot(nb, &self.YN[6 * i], self.sv) + self.cn[i])
+                        < CLOSED_GAP)
+        for k in range(na):
+            s = self.Nr[i * nv + nb + k]
+            self.Rq[i * na + k] = s
+            s = self.Sr[i * nv + nb + k]
+            self.Rq[(ka + i) * na + k] = s
+            self.Rq[(2 * ka + i) * na + k] = -s
+            s = self.Tr[i * nv + nb + k]
+            self.Rq[(3 * ka + i) * na + k] = s
+            self.Rq[(4 * ka + i) * na + k] = -s
+    memcpy(t, self.tau, na * sizeof(double))
+    for j in range(n5):
+        if self.f0[j] != 0.0:
+            for k in range(na):
+                t[k] += self.Rq[j * na + k] * self.f0[j]
+    for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
+        self.iwork[nl] = i
+        nl += 1
+    ne = nb
+    n = n5 + 2 * ne + nl
+    self.n_lcp = n
+    memset(self.Q, 0, n * n * sizeof(double))
+    scale = 0.0
+    for i in range(n5):
+        if not self.actf[i % ka]:
+            continue
+        for j in range(i + 1):
+            if not self.actf[j % ka]:
+                continue
+            s = _dot(na, &self.Rq[i * na], &self.Rq[j * na])
+            self.Q[i * n + j] = s
+            self.Q[j * n + i] = s
+            scale = _fmax(scale, fabs(s))
+        self.r[i] = -_dot(na, &self.Rq[i * na], t)
+    scale = _fmax(scale, 1e-12)
+    # equality rows y_k^T f = y_k^T f0, scaled to the Hessian's size
+    for k in range(ne):
+        s = 0.0
+        for j in range(n5):
+            s = _fmax(s, fabs(self.Y5[6 * j + k]))
+        s = scale / s if s > 0.0 else 0.0
+        res = 0.0
+        for j in range(n5):
+            eps = s * self.Y5[6 * j + k] if self.actf[j % ka] else 0.0
+            res += eps * self.f0[j]
+            self.Q[(n5 + k) * n + j] = eps
+            self.Q[(n5 + ne + k) * n + j] = -eps
+            self.Q[j * n + n5 + k] = -eps
+            self.Q[j * n + n5 + ne + k] = eps
+        self.r[n5 + k] = -res
+        self.r[n5 + ne + k] = res
+    for i in range(n5):
+        if not self.actf[i % ka]:
+            self.r[i] = scale        # w_i = scale > 0: f_i = 0, and no coupling
+    for j in range(nl):
+        i = self.iwork[j]
+        k = n5 + 2 * ne + j
+        if not self.actf[i]:
+            continue
+        s = _mu_eff(self, i) * scale
+        self.Q[k * n + i] = s
+        self.Q[i * n + k] = -s
+        for rc in range(1, 5):
+            self.Q[k * n + rc * ka + i] = -scale
+            self.Q[(rc * ka + i) * n + k] = scale
+        self.r[k] = 0.0
+    eps = 0.0
+    if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
+                      &res) != 0:
+        # Stage II is a refinement: without it Stage I's answer stands
+        memcpy(self.f, self.f0, n5 * sizeof(double))
+        return OK
+    self.iterations += piv
+    self.stage2 = 1
+    memcpy(self.f, self.z, n5 * sizeof(double))
+    _base_from_forces(self)
+    return OK
 
 
 # ------------------------------------------------------------------ small dense helpers
