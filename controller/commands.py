@@ -206,13 +206,24 @@ def _finite(obj):
     return obj
 
 
+def _causes_text(s: dict) -> str:
+    """`` (compute 0, bus 3, wakeup 1)`` when ticks were missed, else ``""``."""
+    c = s.get("missed_by_cause")
+    if not c or not s.get("missed"):
+        return ""
+    return " (" + ", ".join(f"{k} {c[k]}" for k in ("compute", "bus", "wakeup")) + ")"
+
+
 def _print_summary(s: dict) -> None:
     j = s["jitter_us"]
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s["bus_errors"].items())) or "none"
     print(f"{s['robot']}: {s['state']} after {s['ticks']} ticks at {s['rate_hz']:.1f} Hz "
           f"(controller {s['controller']}, stop: {s['stop_reason']})")
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
-          f"missed {s['missed']}; bus errors: {errs}")
+          f"missed {s['missed']}{_causes_text(s)}; bus errors: {errs}")
+    w = s.get("tick_work_us")
+    if w:
+        print(f"  tick work p50 {w['p50']:.1f} us, p99 {w['p99']:.1f} us, max {w['max']:.1f} us")
     comm = s.get("comm")
     if comm and comm.get("steps"):
         print(f"  comm: ended at {comm['level']}; {len(comm['steps'])} ladder steps, failed ticks "
@@ -350,8 +361,11 @@ def cmd_status(args) -> int:
         return EXIT_OK
     j = st["jitter_us"]
     print(f"{st['robot']}: {st['state']}  t={st['t_s']:.2f} s  tick {st['tick']}  rate {st['rate_hz']:.1f} Hz")
-    print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}  "
-          f"bus errors {st['bus_errors'] or 'none'}")
+    print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}"
+          f"{_causes_text(st)}  bus errors {st['bus_errors'] or 'none'}")
+    w = st.get("tick_work_us")
+    if w:
+        print(f"  tick work p50 {w['p50']} us  p99 {w['p99']} us  max {w['max']} us")
     print(f"  controller: {st['controller']}")
     comm = st.get("comm")
     if comm:

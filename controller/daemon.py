@@ -480,6 +480,8 @@ class Daemon:
             "rate_hz": self.rate_now(),
             "jitter_us": self.jitter.summary(),
             "missed": self.rate.missed,
+            "missed_by_cause": self.loop.causes.summary(),
+            "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
@@ -515,7 +517,9 @@ class Daemon:
 
     def summary(self) -> dict:
         """The run summary: ``ticks`` (run-state ticks), ``rate_hz``, ``jitter_us``
-        (wake-up lateness p50/p99/max), ``missed``, ``bus_errors`` per kind,
+        (wake-up lateness p50/p99/max), ``missed``, ``missed_by_cause`` (``compute``, ``bus``,
+        ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
+        (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``."""
         rt = self.env.report
@@ -524,6 +528,8 @@ class Daemon:
             "rate_hz": float(self.rate_now()),
             "jitter_us": self.jitter.summary(),
             "missed": int(self.rate.missed),
+            "missed_by_cause": self.loop.causes.summary(),
+            "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
