@@ -80,8 +80,18 @@ class MonotonicClock:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        # The default 50 us timer slack is pure added jitter for us.
-        _set_timer_slack_ns(1)
+        self.prepare_thread()
+
+    def prepare_thread(self) -> bool:
+        """Timer slack 1 ns for the calling thread (Linux default 50 us, pure added wake-up
+        lateness for us; per thread, so the loop thread calls this when it starts).
+
+        Returns
+        -------
+        bool
+            True when the kernel took it.
+        """
+        return bool(_set_timer_slack_ns(1))
 
     def now_ns(self) -> int:
         """Current CLOCK_MONOTONIC time, ns."""

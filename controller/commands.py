@@ -65,6 +65,9 @@ def _register_run(sub) -> None:
     p.add_argument("--socket", help="command socket path (default socket.path; 'none' for no socket)")
     p.add_argument("--faults", help="fault SPEC for the built-in virtual bus (see servoloop virtual-bus)")
     p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
+    p.add_argument("--cpu", type=int, help="run the loop thread alone on this CPU (loop.cpu)")
+    p.add_argument("--spin-us", type=float,
+                   help="busy-wait tail before each deadline, us (loop.spin_s; 0: never spin)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.add_argument("--live", nargs="?", type=int, const=8765, metavar="PORT",
                    help="serve a live view for Foxglove on ws://localhost:PORT (default 8765): joints, "
@@ -81,6 +84,10 @@ def _load_cfg(args):
         over["loop.rate_hz"] = float(args.rate)
     if args.sched_fifo:
         over["loop.sched_fifo"] = True
+    if getattr(args, "cpu", None) is not None:
+        over["loop.cpu"] = args.cpu
+    if getattr(args, "spin_us", None) is not None:
+        over["loop.spin_s"] = args.spin_us * 1e-6
     if args.controller and args.controller != cfg.controller.name:
         from servoloop.controller.config import ControllerConfig
 
@@ -134,6 +141,10 @@ def cmd_run(args) -> int:
                 port = vproc.start()
                 if cfg.loop.sched_fifo:
                     warning = vproc.make_realtime(cfg.loop.priority - 1)
+                    if warning:
+                        logging.getLogger("servoloop").warning(warning)
+                if cfg.loop.cpu is not None:
+                    warning = vproc.keep_off_cpu(cfg.loop.cpu)
                     if warning:
                         logging.getLogger("servoloop").warning(warning)
             bus = make_bus(cfg, port)

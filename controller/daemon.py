@@ -92,7 +92,7 @@ class Daemon:
     ----------
     cfg : RobotConfig
     bus : firmware_bridge.bus.Bus (not yet opened); the daemon opens and closes it
-    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_s``
+    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_tail_s()``
     readonly : bool, never write to the servos (no torque, no goals)
     telemetry_path : path, ``"auto"`` (from the config) or None (no file)
     socket_path : path, ``"auto"`` (from the config) or None (no socket)
@@ -110,7 +110,7 @@ class Daemon:
                  install_signals: bool = False, realtime: bool = True) -> None:
         self.cfg = cfg
         self.bus = bus
-        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_s)
+        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_tail_s())
         self.install_signals = install_signals
         self.lifecycle = Lifecycle()
         self.lifecycle.listeners.append(self._on_transition)
@@ -541,6 +541,8 @@ class Daemon:
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
+                "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns,
+                "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
             "warnings": list(self.warnings) + self._comm_warnings(),
             "comm": self.loop.safety.comm.status(),

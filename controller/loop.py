@@ -170,7 +170,13 @@ class ControlLoop:
             self.safety.velocity.set_max_velocity(velocity_limits(bus, self.cfg.servos, tables))
 
     def start(self) -> None:
-        """Anchor the deadline grid now: the first tick is one period away."""
+        """Anchor the deadline grid now: the first tick is one period away.
+
+        Called from the loop thread: the clock's per-thread settings (timer slack) go there.
+        """
+        prepare = getattr(self.clock, "prepare_thread", None)
+        if prepare is not None:
+            prepare()
         self.rate.start()
         self.anchor_ns = self.rate.next_deadline_ns
         self._prev_wake = self.clock.now_ns()
