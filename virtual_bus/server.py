@@ -39,9 +39,12 @@ due at once; the main loop steps the physics up to the monotonic clock in
 slices of at most ``_SLICE_S`` between requests and sends the replies that
 are due later (wire timing, injected delays).  A lock keeps the two apart,
 so a reply waits at most for one slice, never for the physics owed since
-the last request, and crosses one thread instead of two.  The state a
-reply carries is at most one slice (plus the plant's own step) old; a
-write's goal acts from the slice after it arrived.  ``physics="inline"``
+the last request, and crosses one thread instead of two.  The physics is
+stepped right after each answer (the host is then busy with the reply, so
+a step seldom holds up the next request) and every ``_IDLE_S`` when the
+host is quiet: a reply carries the state as of the host's previous
+request (plus the plant's own step), a write's goal acts from the step
+after it arrived.  ``physics="inline"``
 is the earlier design (the main loop integrates up to now, then answers),
 kept for comparison (``servoloop bench bus --reply-latency``).
 """
@@ -70,7 +73,6 @@ _STALL_S = 0.02          # a partial packet older than this is line noise (servo
 _MAX_BACKLOG_S = 0.05    # replies due later than this after their instruction arrived are not sent
 _SWITCH_S = 1e-4         # GIL switch interval while serving: the reader thread runs within 0.1 ms
 _SLICE_S = 1e-3          # physics beside the replies: longest stretch integrated while holding the lock (one step of the built-in plants)
-_ACTIVE_S = 0.05         # a host heard from within this long is polling: physics kept a slice behind
 PHYSICS_MODES = ("beside", "inline")
 _TIOCPKT_FLUSHREAD = 0x01
 _TIOCPKT_FLUSHWRITE = 0x02
@@ -212,8 +214,9 @@ class PtyServer:
             self._last_rx = now
 
     def _once_beside(self, wake_r: int, end: float | None) -> None:
-        """Main loop, physics beside: send what is due, step the physics owed, sleep until the
-        next due reply, physics slice, stalled partial packet, timed fault or ``end``."""
+        """Main loop, physics beside: send what is due, sleep until a request was answered (the
+        reader says so), the next due reply, a stalled partial packet, a timed fault, ``end`` or
+        ``_IDLE_S``, then step the physics owed."""
         engine = self.engine
         now = time.monotonic()
         with self._lock:
@@ -221,10 +224,7 @@ class PtyServer:
             head = self._queue[0][0] if self._queue else None
             pending = engine.pending_bytes()
             ev = engine.faults.next_event_time
-            # a host polling now gets state at most a slice old; a quiet one costs few wake-ups
-            step = _SLICE_S if now - self._last_rx < _ACTIVE_S else _IDLE_S
-            owed_until = self.t0 + engine.time_s + step
-        timeout = min(_IDLE_S, owed_until - now)
+        timeout = _IDLE_S
         if head is not None:
             if head - now < _SPIN_S:
                 while time.monotonic() < head:
@@ -290,12 +290,13 @@ class PtyServer:
                 return
             self._last_rx = t
             self._schedule(self.engine.feed_at(data, baud, prev), t)
-            later = bool(self._queue) or self.engine.pending_bytes()
-        if later:   # the main loop sends it when due (or drops a stalled partial packet)
-            try:
-                os.write(self._notify_w, b"\0")
-            except (BlockingIOError, OSError):
-                pass
+        # the main loop now steps the physics owed (the host is busy with the reply: the next
+        # request is some way off, so stepping now rarely holds one up), sends what is due later,
+        # and drops a stalled partial packet
+        try:
+            os.write(self._notify_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass
 
     def _take(self, now: float) -> None:
         """Answer the chunks the reader thread queued, each at the baud and time it arrived at."""
