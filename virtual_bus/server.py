@@ -109,6 +109,7 @@ class PtyServer:
         self.physics = physics
         self._beside = physics == "beside"
         self._lock = threading.Lock()     # the engine and the reply queue: reader thread vs physics
+        self._reader_waiting = False
         self.master, self.slave, self.port = open_pty()
         self._stop = False
         self._queue: deque = deque()      # (due time, bytes), in wire order
@@ -264,6 +265,8 @@ class PtyServer:
         (a request that comes meanwhile is answered between two slices)."""
         engine = self.engine
         while True:
+            if self._reader_waiting:   # a lock is not fair: let the waiting answer in first
+                time.sleep(0)
             with self._lock:
                 dt = (time.monotonic() - self.t0) - engine.time_s
                 if dt > _MAX_CATCH_UP_S:   # stopped or starved: skip simulated time (see _sync)
@@ -279,7 +282,9 @@ class PtyServer:
 
     def _answer_now(self, t: float, baud, prev, data, status: int) -> None:
         """Reader thread, physics beside: answer a chunk at once from the latest state."""
+        self._reader_waiting = True
         with self._lock:
+            self._reader_waiting = False
             if data is None:
                 if status & _TIOCPKT_FLUSHREAD:   # counted, the replies owed still go (see _take)
                     self.stats["host_input_flushes"] += 1
