@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-from servoloop.firmware_bridge import protocol as P
 from servoloop.virtual_bus import IndependentServosPlant, default_actuator
 from servoloop.virtual_bus.engine import BusEngine
 from servoloop.virtual_bus.server import PtyServer
@@ -26,7 +25,7 @@ from servoloop.virtual_bus.server import PtyServer
 pytestmark = pytest.mark.hil
 
 STEP_WALL_S = 0.02
-ADDR_LED, ADDR_PRESENT_POSITION = 65, 132
+ADDR_LED = 65
 
 
 class SlowPlant(IndependentServosPlant):
