@@ -133,7 +133,7 @@ class _Ours:
         from servoloop.controller.daemon import Daemon
         from servoloop.controller.runtime import make_bus
 
-        self.daemon = Daemon(cfg, make_bus(cfg, port), MonotonicClock(cfg.loop.spin_tail_s()),
+        self.daemon = Daemon(cfg, make_bus(cfg, port), MonotonicClock(cfg.loop.spin_tail_s(sched_fifo=False)),
                              telemetry_path=None, socket_path=None, realtime=False)
         d = self.daemon
         d.connect()

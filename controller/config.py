@@ -72,8 +72,8 @@ __all__ = [
 SERVO_MODES = ("position", "extended_position", "current_position", "current", "velocity")
 # velocity: wheel mode; extended_position: multi-turn (X Operating Mode 4), joint limits in min/max
 SHUTDOWN_MODES = ("hold", "torque_off")
-#: default busy-wait tail before each deadline, s (LoopConfig.spin_tail_s): measured to take
-#: the wake-up lateness from tens of us to ~1 us (BENCHMARKS.md, "Loop timing")
+#: default busy-wait tail before each deadline of a SCHED_FIFO loop, s (LoopConfig.spin_tail_s):
+#: measured to take the p99 wake-up lateness from ~60 us to ~9 us (BENCHMARKS.md, "Loop timing")
 DEFAULT_SPIN_S = 50e-6
 HARDWARE_ERROR_REACTIONS = ("fault", "reboot", "disable_servo")
 #: keys of older configs, and what replaced them (a clear error, not a silent default)
@@ -141,7 +141,8 @@ class LoopConfig:
     spin_s: float | None = field(default=None, metadata={"doc": (
         "busy-wait tail, s: sleep until this long before each deadline, then spin (one core "
         "busy that long each tick) so the wake-up is not the kernel's timer latency; null: "
-        "50 us capped at 5 % of the period (LoopConfig.spin_tail_s); 0: never spin")})
+        "50 us capped at 5 % of the period when the loop got SCHED_FIFO, else 0 "
+        "(LoopConfig.spin_tail_s); 0: never spin")})
     sched_fifo: bool = field(default=False, metadata={"doc": (
         "SCHED_FIFO for the loop thread at `priority`, its helper threads and the built-in "
         "virtual bus just below (a warning when the system refuses)")})
@@ -153,9 +154,13 @@ class LoopConfig:
         "the CPU the loop thread runs on alone: its helper threads and the built-in virtual bus "
         "are moved to the other CPUs (of `cpus` when given)")})
 
-    def spin_tail_s(self) -> float:
-        """The busy-wait tail in use, s: ``spin_s``, or 50 us capped at 5 % of the period."""
-        return self.spin_s if self.spin_s is not None else min(DEFAULT_SPIN_S, 0.05 / self.rate_hz)
+    def spin_tail_s(self, sched_fifo: bool = True) -> float:
+        """The busy-wait tail in use, s: ``spin_s``; by default 50 us capped at 5 % of the period
+        for a SCHED_FIFO loop, none otherwise (a spinning SCHED_OTHER thread on a loaded machine
+        is preempted more: measured twice the misses, BENCHMARKS.md "Loop timing")."""
+        if self.spin_s is not None:
+            return self.spin_s
+        return min(DEFAULT_SPIN_S, 0.05 / self.rate_hz) if sched_fifo else 0.0
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ class Daemon:
     ----------
     cfg : RobotConfig
     bus : firmware_bridge.bus.Bus (not yet opened); the daemon opens and closes it
-    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_tail_s()``
+    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_tail_s`` (the SCHED_FIFO
+        default tail once the loop has SCHED_FIFO)
     readonly : bool, never write to the servos (no torque, no goals)
     telemetry_path : path, ``"auto"`` (from the config) or None (no file)
     socket_path : path, ``"auto"`` (from the config) or None (no socket)
@@ -110,7 +111,8 @@ class Daemon:
                  install_signals: bool = False, realtime: bool = True) -> None:
         self.cfg = cfg
         self.bus = bus
-        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_tail_s())
+        self._own_clock = clock is None
+        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_tail_s(sched_fifo=False))
         self.install_signals = install_signals
         self.lifecycle = Lifecycle()
         self.lifecycle.listeners.append(self._on_transition)
@@ -272,6 +274,9 @@ class Daemon:
         loop.ramp.begin(loop.goal)
         self.controller.start(loop.state)
         self.env.begin_realtime(self.helper_threads + self.outputs.threads())
+        rt = self.env.report
+        if rt is not None and rt.sched_fifo and self._own_clock:   # the tail pays off under FIFO only
+            self.clock.spin_ns = int(self.cfg.loop.spin_tail_s(sched_fifo=True) * 1e9)
         self.env.pause_gc()  # before the first deadline: the collection is a multi-ms stall
         loop.start()
         for _ in range(loop.ramp.n_ticks):

@@ -53,11 +53,12 @@ def test_loop_thread_gets_1ns_timer_slack():
     assert before == 50_000 and ok and after == 1
 
 
-def test_spin_tail_defaults_to_50us_capped_at_5_percent_of_the_period():
+def test_spin_tail_defaults_to_50us_capped_at_5_percent_of_the_period_under_fifo_only():
     assert config_from_dict(doc()).loop.spin_tail_s() == pytest.approx(50e-6)
+    assert config_from_dict(doc()).loop.spin_tail_s(sched_fifo=False) == 0.0
     assert config_from_dict(doc(rate_hz=10_000)).loop.spin_tail_s() == pytest.approx(5e-6)
     assert config_from_dict(doc(spin_s=0)).loop.spin_tail_s() == 0.0
-    assert config_from_dict(doc(spin_s=1e-4)).loop.spin_tail_s() == pytest.approx(1e-4)
+    assert config_from_dict(doc(spin_s=1e-4)).loop.spin_tail_s(sched_fifo=False) == pytest.approx(1e-4)
 
 
 @pytest.mark.parametrize("loop, key", [
@@ -80,7 +81,7 @@ def test_schema_documents_the_loop_keys():
     props = config_schema()["properties"]["loop"]["properties"]
     for key in ("spin_s", "cpu", "cpus", "sched_fifo", "priority"):
         assert props[key].get("description"), key
-    assert "50 us" in props["spin_s"]["description"]
+    assert "50 us" in props["spin_s"]["description"] and "SCHED_FIFO" in props["spin_s"]["description"]
     assert {"type": "integer"} in props["cpu"]["anyOf"]
 
 
