@@ -48,3 +48,14 @@ def test_work_histogram_reports_percentiles_in_us():
         w.add(ns)
     s = w.summary()
     assert s["max"] == pytest.approx(900.0) and 100.0 <= s["p50"] <= 141.0
+
+
+def test_missed_tick_advice_names_the_main_cause():
+    from servoloop.controller.run_advice import missed_ticks_advice
+
+    s = {"missed": 300, "ticks": 700, "rate_hz": 700.0,
+         "missed_by_cause": {"compute": 10, "bus": 250, "wakeup": 40}}
+    msg = missed_ticks_advice(s, 1000.0)
+    assert "Most (250) were missed because waiting for the servos' replies" in msg
+    s["missed_by_cause"] = {"compute": 290, "bus": 0, "wakeup": 10}
+    assert "tick's own work" in missed_ticks_advice(s, 1000.0)
