@@ -15,6 +15,15 @@ Python scale on the SDK side (what a user of GroupSyncRead writes).
   the wire-time limit, 10 bits per byte over every byte of the cycle
   (12 servos: 352 bytes, 880 us, 1136 Hz).
 
+- ``reply_us`` (``--reply-latency``): time from writing the sync read to
+  the last reply in, p50/p99/max, with the built-in quadruped's contact
+  simulator behind the bus and the host paced at 1 kHz (each request finds
+  a millisecond of physics owed, as the daemon's do), plus the goal sync
+  write.  Ours: the virtual bus answering from its latest state with the
+  physics stepped beside (``--physics beside``); anchor: the same process
+  integrating up to now before each answer (``--physics inline``), the two
+  alternating in ``--block`` s blocks.
+
 Without ``--port`` the benchmark starts ``servoloop virtual-bus`` itself.
 """
 
@@ -47,6 +56,11 @@ def add_arguments(p) -> None:
     p.add_argument("--baud", type=int, default=4_000_000)
     p.add_argument("--cycles", type=int, default=300, help="cycles per timed block (default 300)")
     p.add_argument("--repeats", type=int, default=5, help="timed blocks per side (default 5)")
+    p.add_argument("--reply-latency", action="store_true",
+                   help="only the reply latency with the quadruped's physics, beside vs inline")
+    p.add_argument("--seconds", type=float, default=10.0,
+                   help="seconds per side of --reply-latency (default 10)")
+    p.add_argument("--block", type=float, default=1.0, help="seconds per interleaved block (default 1)")
 
 
 def cycle_bytes(n: int) -> int:
@@ -64,9 +78,9 @@ def wire_limit_hz(n: int, baud: int) -> float:
 class _VirtualBus:
     """``servoloop virtual-bus`` as a child process; the pty path is its first stdout line."""
 
-    def __init__(self, n: int, baud: int, wire_timing: bool):
-        cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus", "--servos", f"1-{n}:{MODEL}",
-               "--baud", str(baud), "--return-delay", "0"]
+    def __init__(self, n: int, baud: int, wire_timing: bool, which: list[str] | None = None):
+        cmd = [sys.executable, "-m", "servoloop.cli", "virtual-bus",
+               *(which or ["--servos", f"1-{n}:{MODEL}"]), "--baud", str(baud), "--return-delay", "0"]
         if wire_timing:
             cmd.append("--wire-timing")
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,7 +187,77 @@ def _rates(cycle, seconds: float = 0.5, windows: int = 4) -> tuple[float, float]
     return 1.0 / float(np.median(periods)), best
 
 
+class _Paced:
+    """Sync read + sync write at ``rate`` Hz on ``port``; reply latency (write -> replies in), ns."""
+
+    def __init__(self, port: str, n: int, baud: int, rate: float = 1000.0):
+        from servoloop.controller.loop_stats import JitterStats
+
+        bus, _, self.failures = _ours(port, n, baud)
+        self.bus = bus
+        self.reader = bus.sync_reader(["present_current", "present_velocity", "present_position"])
+        self.writer = bus.sync_writer("goal_position")
+        self.goal = np.zeros(n)
+        self.period = 1.0 / rate
+        self.latency = JitterStats()
+        self.errors = 0
+
+    def run_block(self, seconds: float) -> None:
+        clock = time.perf_counter_ns
+        t_next = time.monotonic()
+        end = t_next + seconds
+        while t_next < end:
+            t_next += self.period
+            left = t_next - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+            t0 = clock()
+            try:
+                self.reader.read()
+            except Exception:  # noqa: BLE001 - a lost reply is counted, the timing goes on
+                self.errors += 1
+                continue
+            self.latency.add(clock() - t0)
+            self.goal[:] = self.reader.values["present_position"]
+            self.writer.write(self.goal)
+
+
+def _reply_latency(seconds: float, block: float, baud: int) -> list[Row]:
+    """The quadruped's virtual bus, physics beside vs inline, alternating blocks."""
+    from servoloop.controller.config import builtin_config
+
+    n = builtin_config("quadruped").n
+    procs, sides = [], []
+    try:
+        for mode in ("beside", "inline"):
+            vb = _VirtualBus(n, baud, False, ["--robot", "quadruped", "--physics", mode])
+            procs.append(vb)
+            sides.append(_Paced(vb.port, n, baud))
+        for side in sides:
+            side.run_block(0.5)      # warm-up: connect, first replies
+            side.latency.reset()
+        nblocks = max(1, int(round(seconds / block)))
+        for _ in range(nblocks):
+            for side in sides:
+                side.run_block(seconds / nblocks)
+    finally:
+        for side in sides:
+            side.bus.close()
+        for vb in procs:
+            vb.close()
+    ours, anchor = (s.latency.summary() for s in sides)
+    case = f"quadruped {n} servos 1 kHz"
+    rows = [Row(case, f"reply_us_{k}", "us", ours[k], "physics inline", anchor[k]) for k in ("p50", "p99", "max")]
+    rows.append(Row(case, "failed_reads", "count", float(sides[0].errors), "physics inline",
+                    float(sides[1].errors)))
+    return rows
+
+
 def run(args) -> dict:
+    if getattr(args, "reply_latency", False):
+        return report("bus", _reply_latency(float(getattr(args, "seconds", 10.0)),
+                                            float(getattr(args, "block", 1.0)),
+                                            getattr(args, "baud", 4_000_000)))
     n = getattr(args, "servos", 12)
     baud = getattr(args, "baud", 4_000_000)
     cycles = getattr(args, "cycles", 300)

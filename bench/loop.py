@@ -41,6 +41,10 @@ def add_arguments(p) -> None:
     p.add_argument("--spin-us", type=float, default=0.0, help="busy-wait tail of our clock, us (default 0)")
     p.add_argument("--policy", choices=("other", "fifo", "both"), default="both",
                    help="scheduling cases to measure (default both; fifo is skipped when refused)")
+    p.add_argument("--wakeup", action="store_true",
+                   help="no bus: wake-up lateness of our clock with the kernel's default 50 us timer "
+                        "slack and no spin tail (the anchor) against 1 ns slack, + the spin tail "
+                        "(--spin-us, default 50), + the loop thread alone on a CPU; interleaved blocks")
     p.add_argument("--clock-only", action="store_true",
                    help="no bus: our clock (FixedRate on clock_nanosleep) vs time.sleep to the "
                         "deadline, to separate clock quality from bus latency")
@@ -129,7 +133,7 @@ class _Ours:
         from servoloop.controller.daemon import Daemon
         from servoloop.controller.runtime import make_bus
 
-        self.daemon = Daemon(cfg, make_bus(cfg, port), MonotonicClock(cfg.loop.spin_s),
+        self.daemon = Daemon(cfg, make_bus(cfg, port), MonotonicClock(cfg.loop.spin_tail_s(sched_fifo=False)),
                              telemetry_path=None, socket_path=None, realtime=False)
         d = self.daemon
         d.connect()
@@ -237,6 +241,69 @@ def _clock_case(rate: float, seconds: float, block: float, spin_us: float):
     return ours, anchor
 
 
+class _Side:
+    """One loop's tallies: lateness histogram, ticks, missed, seconds, failures."""
+
+    def __init__(self):
+        from servoloop.controller.loop_stats import JitterStats
+
+        self.jitter = JitterStats()
+        self.missed = 0
+        self.ticks = 0
+        self.seconds = 0.0
+        self.failures = 0
+
+
+def _wakeup_block(side, rate: float, seconds: float, slack_ns: int, spin_us: float, cpu) -> None:
+    """One block of a bare FixedRate loop on a fresh thread with these wake-up settings."""
+    import os
+    import threading
+
+    from servoloop.controller.clock import FixedRate, MonotonicClock, _set_timer_slack_ns
+
+    def body():
+        rate_obj = FixedRate(rate, MonotonicClock(spin_us * 1e-6))
+        _set_timer_slack_ns(slack_ns)      # after the clock: it sets 1 ns for this thread
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        t0 = time.monotonic_ns()
+        rate_obj.start()
+        end = rate_obj.next_deadline_ns + int(seconds * 1e9)
+        while rate_obj.next_deadline_ns < end:
+            rate_obj.wait()
+            side.jitter.add(rate_obj.late_ns)
+            side.ticks += 1
+        side.missed += rate_obj.missed
+        side.seconds += (time.monotonic_ns() - t0) * 1e-9
+
+    th = threading.Thread(target=body)    # per-thread settings stay with the block
+    th.start()
+    th.join()
+
+
+def _wakeup_rows(rate: float, seconds: float, block: float, spin_us: float, pol: str) -> list[Row]:
+    """Default slack, no spin (anchor) vs each setting added in turn, interleaved blocks."""
+    import os
+
+    spin = spin_us or 50.0
+    cpu = max(os.sched_getaffinity(0)) if len(os.sched_getaffinity(0)) > 1 else None
+    configs = [("slack50us", 50_000, 0.0, None), ("slack1ns", 1, 0.0, None),
+               (f"slack1ns spin{spin:g}", 1, spin, None)]
+    if cpu is not None:
+        configs.append((f"slack1ns spin{spin:g} cpu{cpu}", 1, spin, cpu))
+    sides = [_Side() for _ in configs]
+    nblocks = max(1, int(round(seconds / block)))
+    for _ in range(nblocks):
+        for side, (_, slack, sp, c) in zip(sides, configs, strict=True):
+            _wakeup_block(side, rate, seconds / nblocks, slack, sp, c)
+    anchor = sides[0]
+    base = f"{rate / 1000:g}kHz {'FIFO' if pol == 'fifo' else 'OTHER'} clock "
+    rows = []
+    for side, (name, *_rest) in zip(sides[1:], configs[1:], strict=True):
+        rows.extend(_rows(base + name, side, anchor, "slack50us no spin")[:4])
+    return rows
+
+
 def _sleep_loop(side, period: int, seconds: float, work=None) -> None:
     """The anchor's loop: ``time.sleep`` to each deadline, then ``work()``.
 
@@ -282,6 +349,18 @@ def run(args) -> dict:
     cfg = _config(n, rate, spin_us)
     policies = ["other", "fifo"] if policy == "both" else [policy]
     rows: list[Row] = []
+    if getattr(args, "wakeup", False):
+        for pol in policies:
+            rt = apply_realtime(sched_fifo=True, priority=80) if pol == "fifo" else None
+            if rt is not None and not rt.sched_fifo:
+                print(f"bench loop: {rt.warnings[0]}; skipping the SCHED_FIFO case", file=sys.stderr)
+                continue
+            try:
+                rows.extend(_wakeup_rows(rate, seconds, block, spin_us, pol))
+            finally:
+                if rt is not None:
+                    restore_realtime(rt)
+        return report("loop", rows)
     if getattr(args, "clock_only", False):
         for pol in policies:
             rt = apply_realtime(sched_fifo=True, priority=80) if pol == "fifo" else None

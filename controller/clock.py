@@ -80,8 +80,18 @@ class MonotonicClock:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        # The default 50 us timer slack is pure added jitter for us.
-        _set_timer_slack_ns(1)
+        self.prepare_thread()
+
+    def prepare_thread(self) -> bool:
+        """Timer slack 1 ns for the calling thread (Linux default 50 us, pure added wake-up
+        lateness for us; per thread, so the loop thread calls this when it starts).
+
+        Returns
+        -------
+        bool
+            True when the kernel took it.
+        """
+        return bool(_set_timer_slack_ns(1))
 
     def now_ns(self) -> int:
         """Current CLOCK_MONOTONIC time, ns."""
@@ -153,6 +163,12 @@ class FixedRate:
         How late the last tick woke up (wake time - its deadline), ns >= 0.
     missed : int
         Deadlines skipped so far because the loop got to them too late.
+    entry_ns : int
+        When the last :meth:`wait` was called, ns (the end of the previous tick's work).
+    overrun_skipped, late_skipped : int
+        Of the deadlines the last :meth:`wait` skipped: those already past when it
+        was called (the previous tick overran) and those that passed while the
+        kernel was late waking the loop.  Their sum is its return value.
     """
 
     def __init__(self, rate_hz: float, clock: Clock) -> None:
@@ -166,6 +182,9 @@ class FixedRate:
         self.late_ns = 0
         self.missed = 0
         self.ticks = 0
+        self.entry_ns = 0
+        self.overrun_skipped = 0
+        self.late_skipped = 0
 
     def start(self, at_ns: int | None = None) -> None:
         """Anchor the deadline grid: the first tick is due one period after ``at_ns`` (default now)."""
@@ -182,8 +201,9 @@ class FixedRate:
         """
         period = self.period_ns
         deadline = self.next_deadline_ns
-        skipped = 0
+        skipped = k = 0
         now = self.clock.now_ns()
+        self.entry_ns = now
         if now > deadline:  # overran: skip to the first deadline still ahead
             skipped = (now - deadline + period - 1) // period
             deadline += skipped * period
@@ -191,9 +211,11 @@ class FixedRate:
         late = woke - deadline
         if late >= period:  # woke after later deadlines had passed too: skip them
             k = late // period
-            skipped += k
             deadline += k * period
             late -= k * period
+        self.overrun_skipped = skipped
+        self.late_skipped = k
+        skipped += k
         self.deadline_ns = deadline
         self.next_deadline_ns = deadline + period
         self.late_ns = late

@@ -65,6 +65,9 @@ def _register_run(sub) -> None:
     p.add_argument("--socket", help="command socket path (default socket.path; 'none' for no socket)")
     p.add_argument("--faults", help="fault SPEC for the built-in virtual bus (see servoloop virtual-bus)")
     p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
+    p.add_argument("--cpu", type=int, help="run the loop thread alone on this CPU (loop.cpu)")
+    p.add_argument("--spin-us", type=float,
+                   help="busy-wait tail before each deadline, us (loop.spin_s; 0: never spin)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.add_argument("--live", nargs="?", type=int, const=8765, metavar="PORT",
                    help="serve a live view for Foxglove on ws://localhost:PORT (default 8765): joints, "
@@ -81,6 +84,10 @@ def _load_cfg(args):
         over["loop.rate_hz"] = float(args.rate)
     if args.sched_fifo:
         over["loop.sched_fifo"] = True
+    if getattr(args, "cpu", None) is not None:
+        over["loop.cpu"] = args.cpu
+    if getattr(args, "spin_us", None) is not None:
+        over["loop.spin_s"] = args.spin_us * 1e-6
     if args.controller and args.controller != cfg.controller.name:
         from servoloop.controller.config import ControllerConfig
 
@@ -134,6 +141,10 @@ def cmd_run(args) -> int:
                 port = vproc.start()
                 if cfg.loop.sched_fifo:
                     warning = vproc.make_realtime(cfg.loop.priority - 1)
+                    if warning:
+                        logging.getLogger("servoloop").warning(warning)
+                if cfg.loop.cpu is not None:
+                    warning = vproc.keep_off_cpu(cfg.loop.cpu)
                     if warning:
                         logging.getLogger("servoloop").warning(warning)
             bus = make_bus(cfg, port)
@@ -206,13 +217,24 @@ def _finite(obj):
     return obj
 
 
+def _causes_text(s: dict) -> str:
+    """`` (compute 0, bus 3, wakeup 1)`` when ticks were missed, else ``""``."""
+    c = s.get("missed_by_cause")
+    if not c or not s.get("missed"):
+        return ""
+    return " (" + ", ".join(f"{k} {c[k]}" for k in ("compute", "bus", "wakeup")) + ")"
+
+
 def _print_summary(s: dict) -> None:
     j = s["jitter_us"]
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s["bus_errors"].items())) or "none"
     print(f"{s['robot']}: {s['state']} after {s['ticks']} ticks at {s['rate_hz']:.1f} Hz "
           f"(controller {s['controller']}, stop: {s['stop_reason']})")
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
-          f"missed {s['missed']}; bus errors: {errs}")
+          f"missed {s['missed']}{_causes_text(s)}; bus errors: {errs}")
+    w = s.get("tick_work_us")
+    if w:
+        print(f"  tick work p50 {w['p50']:.1f} us, p99 {w['p99']:.1f} us, max {w['max']:.1f} us")
     comm = s.get("comm")
     if comm and comm.get("steps"):
         print(f"  comm: ended at {comm['level']}; {len(comm['steps'])} ladder steps, failed ticks "
@@ -350,8 +372,11 @@ def cmd_status(args) -> int:
         return EXIT_OK
     j = st["jitter_us"]
     print(f"{st['robot']}: {st['state']}  t={st['t_s']:.2f} s  tick {st['tick']}  rate {st['rate_hz']:.1f} Hz")
-    print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}  "
-          f"bus errors {st['bus_errors'] or 'none'}")
+    print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}"
+          f"{_causes_text(st)}  bus errors {st['bus_errors'] or 'none'}")
+    w = st.get("tick_work_us")
+    if w:
+        print(f"  tick work p50 {w['p50']} us  p99 {w['p99']} us  max {w['max']} us")
     print(f"  controller: {st['controller']}")
     comm = st.get("comm")
     if comm:

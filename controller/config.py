@@ -39,6 +39,7 @@ import yaml
 
 from servoloop.controller.config_checks import (
     check_logging,
+    check_loop,
     check_model,
     check_protocols,
     check_registers,
@@ -71,6 +72,9 @@ __all__ = [
 SERVO_MODES = ("position", "extended_position", "current_position", "current", "velocity")
 # velocity: wheel mode; extended_position: multi-turn (X Operating Mode 4), joint limits in min/max
 SHUTDOWN_MODES = ("hold", "torque_off")
+#: default busy-wait tail before each deadline of a SCHED_FIFO loop, s (LoopConfig.spin_tail_s):
+#: measured to take the p99 wake-up lateness from ~60 us to ~9 us (BENCHMARKS.md, "Loop timing")
+DEFAULT_SPIN_S = 50e-6
 HARDWARE_ERROR_REACTIONS = ("fault", "reboot", "disable_servo")
 #: keys of older configs, and what replaced them (a clear error, not a silent default)
 REMOVED_KEYS = {
@@ -133,12 +137,30 @@ class ModelConfig:
 class LoopConfig:
     """Loop rate and real-time settings (each refused setting is a warning, not an error)."""
 
-    rate_hz: float = 1000.0
-    spin_s: float = 0.0  # busy-wait tail before each deadline
-    sched_fifo: bool = False
-    priority: int = 80
-    lock_memory: bool = False
-    cpus: tuple[int, ...] | None = None
+    rate_hz: float = field(default=1000.0, metadata={"doc": "tick rate, Hz"})
+    spin_s: float | None = field(default=None, metadata={"doc": (
+        "busy-wait tail, s: sleep until this long before each deadline, then spin (one core "
+        "busy that long each tick) so the wake-up is not the kernel's timer latency; null: "
+        "50 us capped at 5 % of the period when the loop got SCHED_FIFO, else 0 "
+        "(LoopConfig.spin_tail_s); 0: never spin")})
+    sched_fifo: bool = field(default=False, metadata={"doc": (
+        "SCHED_FIFO for the loop thread at `priority`, its helper threads and the built-in "
+        "virtual bus just below (a warning when the system refuses)")})
+    priority: int = field(default=80, metadata={"doc": "SCHED_FIFO priority, 1-99"})
+    lock_memory: bool = field(default=False, metadata={"doc": "mlockall: no page faults in the loop"})
+    cpus: tuple[int, ...] | None = field(default=None, metadata={"doc": (
+        "CPUs the daemon's threads may run on (affinity of the whole daemon)")})
+    cpu: int | None = field(default=None, metadata={"doc": (
+        "the CPU the loop thread runs on alone: its helper threads and the built-in virtual bus "
+        "are moved to the other CPUs (of `cpus` when given)")})
+
+    def spin_tail_s(self, sched_fifo: bool = True) -> float:
+        """The busy-wait tail in use, s: ``spin_s``; by default 50 us capped at 5 % of the period
+        for a SCHED_FIFO loop, none otherwise (a spinning SCHED_OTHER thread on a loaded machine
+        is preempted more: measured twice the misses, BENCHMARKS.md "Loop timing")."""
+        if self.spin_s is not None:
+            return self.spin_s
+        return min(DEFAULT_SPIN_S, 0.05 / self.rate_hz) if sched_fifo else 0.0
 
 
 @dataclass(frozen=True)
@@ -438,11 +460,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     check_protocols(cfg, err)
     if b.baud <= 0:
         raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
-    lp = cfg.loop
-    if not lp.rate_hz > 0:
-        raise err(f"loop.rate_hz must be > 0, got {lp.rate_hz}", "loop.rate_hz")
-    if lp.spin_s < 0 or lp.spin_s >= 1.0 / lp.rate_hz:
-        raise err(f"loop.spin_s must be in [0, one period), got {lp.spin_s}", "loop.spin_s")
+    check_loop(cfg.loop, err)
     if cfg.startup.ramp_s < 0:
         raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
     sd = cfg.shutdown

@@ -43,6 +43,24 @@ DAEMON_REGISTERS = {
 MIMIC_CHOICES = ("error", "independent")
 
 
+def check_loop(lp, err) -> None:
+    """``loop:``: a positive rate, a spin tail shorter than a period, sane CPUs and priority."""
+    if not lp.rate_hz > 0:
+        raise err(f"loop.rate_hz must be > 0, got {lp.rate_hz}", "loop.rate_hz")
+    if lp.spin_s is not None and (lp.spin_s < 0 or lp.spin_s >= 1.0 / lp.rate_hz):
+        raise err(f"loop.spin_s must be in [0, one period = {1.0 / lp.rate_hz:g} s) or null, "
+                  f"got {lp.spin_s}", "loop.spin_s")
+    if not 1 <= lp.priority <= 99:
+        raise err(f"loop.priority must be in 1..99 (SCHED_FIFO), got {lp.priority}", "loop.priority")
+    if lp.cpus is not None and (not lp.cpus or any(c < 0 for c in lp.cpus)):
+        raise err(f"loop.cpus must list CPU indices >= 0, got {list(lp.cpus)}", "loop.cpus")
+    if lp.cpu is not None:
+        if lp.cpu < 0:
+            raise err(f"loop.cpu must be a CPU index >= 0, got {lp.cpu}", "loop.cpu")
+        if lp.cpus is not None and lp.cpu not in lp.cpus:
+            raise err(f"loop.cpu {lp.cpu} is not one of loop.cpus {list(lp.cpus)}", "loop.cpu")
+
+
 def check_protocols(cfg, err) -> None:
     """A Protocol-1.0-only model is not on a 2.0 bus; velocity mode exists on each velocity servo."""
     from servoloop.firmware_bridge.control_table import get_table

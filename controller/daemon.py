@@ -92,7 +92,8 @@ class Daemon:
     ----------
     cfg : RobotConfig
     bus : firmware_bridge.bus.Bus (not yet opened); the daemon opens and closes it
-    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_s``
+    clock : Clock or None, default a MonotonicClock with ``cfg.loop.spin_tail_s`` (the SCHED_FIFO
+        default tail once the loop has SCHED_FIFO)
     readonly : bool, never write to the servos (no torque, no goals)
     telemetry_path : path, ``"auto"`` (from the config) or None (no file)
     socket_path : path, ``"auto"`` (from the config) or None (no socket)
@@ -110,7 +111,8 @@ class Daemon:
                  install_signals: bool = False, realtime: bool = True) -> None:
         self.cfg = cfg
         self.bus = bus
-        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_s)
+        self._own_clock = clock is None
+        self.clock = clock if clock is not None else MonotonicClock(cfg.loop.spin_tail_s(sched_fifo=False))
         self.install_signals = install_signals
         self.lifecycle = Lifecycle()
         self.lifecycle.listeners.append(self._on_transition)
@@ -272,6 +274,9 @@ class Daemon:
         loop.ramp.begin(loop.goal)
         self.controller.start(loop.state)
         self.env.begin_realtime(self.helper_threads + self.outputs.threads())
+        rt = self.env.report
+        if rt is not None and rt.sched_fifo and self._own_clock:   # the tail pays off under FIFO only
+            self.clock.spin_ns = int(self.cfg.loop.spin_tail_s(sched_fifo=True) * 1e9)
         self.env.pause_gc()  # before the first deadline: the collection is a multi-ms stall
         loop.start()
         for _ in range(loop.ramp.n_ticks):
@@ -480,6 +485,8 @@ class Daemon:
             "rate_hz": self.rate_now(),
             "jitter_us": self.jitter.summary(),
             "missed": self.rate.missed,
+            "missed_by_cause": self.loop.causes.summary(),
+            "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
@@ -515,7 +522,9 @@ class Daemon:
 
     def summary(self) -> dict:
         """The run summary: ``ticks`` (run-state ticks), ``rate_hz``, ``jitter_us``
-        (wake-up lateness p50/p99/max), ``missed``, ``bus_errors`` per kind,
+        (wake-up lateness p50/p99/max), ``missed``, ``missed_by_cause`` (``compute``, ``bus``,
+        ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
+        (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``."""
         rt = self.env.report
@@ -524,6 +533,8 @@ class Daemon:
             "rate_hz": float(self.rate_now()),
             "jitter_us": self.jitter.summary(),
             "missed": int(self.rate.missed),
+            "missed_by_cause": self.loop.causes.summary(),
+            "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
@@ -535,6 +546,8 @@ class Daemon:
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
+                "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns,
+                "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
             "warnings": list(self.warnings) + self._comm_warnings(),
             "comm": self.loop.safety.comm.status(),

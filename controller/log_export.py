@@ -59,12 +59,15 @@ _TICK_SCHEMA = {
         "late_us": {"type": "number"}, "period_us": {"type": "number"},
         "cost_us": {"type": "number"}, "state": {"type": "integer"},
         "missed": {"type": "integer"}, "comm_errors": {"type": "integer"},
-        "read_ok": {"type": "boolean"},
+        "read_ok": {"type": "boolean"}, "bus_us": {"type": "number"},
+        "missed_compute": {"type": "integer"}, "missed_bus": {"type": "integer"},
+        "missed_wakeup": {"type": "integer"},
         "joints": {"type": "object", "description": "per field (q rad, dq rad/s, current, goal rad, "
                    "tau_ff N*m, temperature degC, voltage V, hw_error bits): {joint: value}"},
     },
 }
-_INT_COLUMNS = frozenset({"tick", "state", "missed", "comm_errors", "read_ok"})
+_INT_COLUMNS = frozenset({"tick", "state", "missed", "comm_errors", "read_ok", "missed_compute",
+                          "missed_bus", "missed_wakeup"})
 _TF_PERIOD_S = 0.02            # /tf at 50 Hz: enough for a 3D view, small files
 
 
@@ -150,11 +153,13 @@ def export_mcap(tel: Telemetry, path) -> int:
             w.add_message(channel_id=c_desc, log_time=start_ns, publish_time=start_ns, sequence=0,
                           data=json.dumps({"data": frames.text}).encode())
             count += 1
-        ints = {"tick", "state", "missed", "comm_errors"}
+        ints = _INT_COLUMNS - {"read_ok"}
         next_tf = -math.inf
         for seq, row in enumerate(tel.data):
             msg = {}
             for name in SCALAR_COLUMNS:
+                if name not in col:  # a file from before the column existed
+                    continue
                 v = row[col[name]]
                 if name == "read_ok":
                     msg[name] = bool(v == 1.0)

@@ -35,7 +35,7 @@ from servoloop.controller.estimator import Estimator
 from servoloop.controller.faults import FaultRaised
 from servoloop.controller.joint_map import JointMap
 from servoloop.controller.lifecycle import State
-from servoloop.controller.loop_stats import JitterStats
+from servoloop.controller.loop_stats import JitterStats, MissCauses
 from servoloop.controller.safety import SafetyStage
 from servoloop.controller.servo_faults import ServoFaultHandler
 from servoloop.controller.slew import joint_max_velocity
@@ -81,6 +81,9 @@ class ControlLoop:
     velocity_goal, velocity_servo : (n,) rad/s, joint and servo velocity goals (velocity mode joints)
     errors : BusErrorCounts, bus errors per kind
     ticks, run_ticks, comm_errors : int counters (all ticks, run-state ticks, failed ticks)
+    jitter, work : JitterStats of run-state ticks, wake-up lateness and tick work (ns in, us out)
+    causes : MissCauses, every missed deadline (all states) with its cause
+    bus_ns : int, the last tick's time waiting on the bus (read, write, monitor), ns
     """
 
     def __init__(self, cfg, clock, controller, ctx, lifecycle, event) -> None:
@@ -127,6 +130,8 @@ class ControlLoop:
                                    self.goal, self.cmd.effort, self.monitor.temperature,
                                    self.monitor.voltage, self.monitor.hardware_error)
         self.jitter = JitterStats()
+        self.work = JitterStats()  # run-state tick work: wake-up to the end of the tick, sleep excluded
+        self.causes = MissCauses()
 
         self.ticks = 0
         self.run_ticks = 0
@@ -134,6 +139,9 @@ class ControlLoop:
         self.anchor_ns = 0  # first deadline: telemetry's t = 0
         self.run_t0 = 0  # first deadline of the run state: the controller's t = 0
         self._prev_wake = 0
+        self._prev_late = 0  # the previous tick's lateness and bus wait, ns: what an overrun
+        self._prev_bus = 0   # found at the next wait is put down to (MissCauses.overrun)
+        self.bus_ns = 0
 
     @property
     def ramp(self) -> StartupRamp:
@@ -162,10 +170,17 @@ class ControlLoop:
             self.safety.velocity.set_max_velocity(velocity_limits(bus, self.cfg.servos, tables))
 
     def start(self) -> None:
-        """Anchor the deadline grid now: the first tick is one period away."""
+        """Anchor the deadline grid now: the first tick is one period away.
+
+        Called from the loop thread: the clock's per-thread settings (timer slack) go there.
+        """
+        prepare = getattr(self.clock, "prepare_thread", None)
+        if prepare is not None:
+            prepare()
         self.rate.start()
         self.anchor_ns = self.rate.next_deadline_ns
         self._prev_wake = self.clock.now_ns()
+        self._prev_late = self._prev_bus = 0
         self.safety.comm.start(self.rate.next_deadline_ns)
 
     def _on_servo_restored(self, i: int, present_servo: float, now_ns: int) -> None:
@@ -208,12 +223,20 @@ class ControlLoop:
             A stage found a fault (after the tick has been recorded).
         """
         rate = self.rate
-        skipped = rate.wait()
+        clock = self.clock
+        if rate.wait():
+            if rate.overrun_skipped:  # the previous tick ran past this deadline
+                self.causes.overrun(rate.overrun_skipped, self._prev_late, self._prev_bus,
+                                    rate.entry_ns - self._prev_wake - self._prev_bus)
+            if rate.late_skipped:
+                self.causes.late_wakeup(rate.late_skipped)
+        skipped = rate.overrun_skipped + rate.late_skipped
         wake = rate.deadline_ns + rate.late_ns
         code = int(self.lifecycle.state)
         safety = self.safety
         fault = safety.late(skipped)
         ok = self.read.run()
+        bus_ns = clock.now_ns() - wake
         self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
@@ -225,7 +248,9 @@ class ControlLoop:
             self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
             self.actuate()
             if fault is None and not self.readonly:
+                t = clock.now_ns()
                 ok = self.write.send() and ok
+                bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, self.read.failed, rate.deadline_ns)
         if fault is None:
             fault = f
@@ -233,15 +258,23 @@ class ControlLoop:
             self.comm_errors += 1
         self.ticks += 1
         if self.monitor.reader is not None and self.ticks % self.monitor_every == 0:
+            t = clock.now_ns()
             f = self.monitor.run()
+            bus_ns += clock.now_ns() - t
             if fault is None:
                 fault = f
+        end = clock.now_ns()
         if code == _RUN:
             self.jitter.add(rate.late_ns)
+            self.work.add(end - wake)
             self.run_ticks += 1
+        c = self.causes
         self.record.run(self.ticks, (rate.deadline_ns - self.anchor_ns) * 1e-9, rate.late_ns * 1e-3,
-                        (wake - self._prev_wake) * 1e-3, (self.clock.now_ns() - wake) * 1e-3,
-                        code, rate.missed, self.comm_errors, ok)
+                        (wake - self._prev_wake) * 1e-3, (end - wake) * 1e-3,
+                        code, rate.missed, self.comm_errors, ok,
+                        bus_ns * 1e-3, c.compute, c.bus, c.wakeup)
         self._prev_wake = wake
+        self._prev_late = rate.late_ns
+        self._prev_bus = self.bus_ns = bus_ns
         if fault is not None:
             raise FaultRaised(fault)

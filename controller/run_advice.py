@@ -68,7 +68,15 @@ def missed_ticks_advice(summary: dict, rate_hz: float) -> str | None:
         return None
     done = summary.get("rate_hz") or 0.0
     lower = int(max(done * 0.8, 1.0) // 10 * 10) or 1
-    return (f"{missed} of {ticks} ticks were missed ({100 * missed / ticks:.0f} %): this machine and bus do not "
+    text = (f"{missed} of {ticks} ticks were missed ({100 * missed / ticks:.0f} %): this machine and bus do not "
             f"keep {rate_hz:g} Hz. Try a lower rate (--rate {lower}), loop.sched_fifo: true with "
-            "loop.cpus (a quiet core), and on an FTDI adapter a latency timer of 1 ms "
+            "loop.cpu (the loop alone on a quiet core), and on an FTDI adapter a latency timer of 1 ms "
             "(`servoloop scan` reports it)")
+    causes = summary.get("missed_by_cause") or {}
+    if causes:
+        worst = max(("compute", "bus", "wakeup"), key=lambda k: causes.get(k, 0))
+        why = {"compute": "the tick's own work (controller, estimator) overran the period",
+               "bus": "waiting for the servos' replies overran the period",
+               "wakeup": "the loop woke late (scheduling: SCHED_FIFO, loop.cpu)"}[worst]
+        text += f". Most ({causes.get(worst, 0)}) were missed because {why}"
+    return text

@@ -143,13 +143,24 @@ class VirtualBusProcess:
 
     def make_realtime(self, priority: int) -> str | None:
         """SCHED_FIFO for the simulated servos too (they stand in for hardware); a warning or None."""
+        from servoloop.controller.realtime import raise_process
+
+        if self.proc is None:
+            return "virtual bus not running"
+        w = raise_process(self.proc.pid, priority)   # every thread: its reader answers the loop
+        return None if w is None else f"SCHED_FIFO for the virtual bus refused: {w}"
+
+    def keep_off_cpu(self, cpu: int) -> str | None:
+        """Move the simulated servos off ``cpu`` (the loop's, ``loop.cpu``); a warning or None."""
+        from servoloop.controller.realtime import pin_process
+
         if self.proc is None:
             return "virtual bus not running"
         try:
-            os.sched_setscheduler(self.proc.pid, os.SCHED_FIFO, os.sched_param(max(1, priority)))
-            return None
-        except (OSError, AttributeError) as exc:
-            return f"SCHED_FIFO for the virtual bus refused: {exc}"
+            others = os.sched_getaffinity(self.proc.pid) - {cpu}
+        except OSError as exc:
+            return f"virtual bus affinity: {exc}"
+        return pin_process(self.proc.pid, others) if others else None
 
     def _stderr_tail(self) -> str:
         if self.proc is None or self.proc.stderr is None:

@@ -66,6 +66,8 @@ def _dataclass_schema(cls) -> dict:
             sch["default"] = f.default
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             required.append(f.name)
+        if f.metadata.get("doc"):        # a key documented where it is declared
+            sch["description"] = f.metadata["doc"]
         props[f.name] = sch
     out = {"type": "object", "properties": props, "additionalProperties": False}
     if required:

@@ -36,9 +36,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: per-tick scalars; ``late_us`` = wake-up time - deadline, ``cost_us`` = work time
+#: per-tick scalars; ``late_us`` = wake-up time - deadline, ``cost_us`` = work time (bus waits
+#: included), ``bus_us`` = its part spent waiting on the bus; ``missed_<cause>``: missed ticks so
+#: far per cause (controller.loop_stats), adding up to ``missed`` (files written before they
+#: existed lack the last four: readers must cope)
 SCALAR_COLUMNS = ("tick", "t_s", "late_us", "period_us", "cost_us", "state", "missed",
-                  "comm_errors", "read_ok")
+                  "comm_errors", "read_ok", "bus_us", "missed_compute", "missed_bus", "missed_wakeup")
 #: per-joint fields, each a block of n columns ``FIELD.JOINT``; the last three are the
 #: servo's, held from the monitor stage's last read (every ``safety.monitor_every`` ticks)
 JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff", "temperature", "voltage", "hw_error")
@@ -47,7 +50,8 @@ MONITOR_FIELDS = ("temperature", "voltage", "hw_error")
 UNITS = {
     "tick": "", "t_s": "s", "late_us": "us", "period_us": "us", "cost_us": "us",
     "state": "servoloop.controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
-    "read_ok": "bool", "q": "rad", "dq": "rad/s",
+    "read_ok": "bool", "bus_us": "us", "missed_compute": "ticks", "missed_bus": "ticks",
+    "missed_wakeup": "ticks", "q": "rad", "dq": "rad/s",
     "current": "A (present_current) or fraction (present_load), joint sign",
     "goal": "rad (joint goal after safety)", "tau_ff": "N*m (feed-forward torque)",
     "temperature": "degC (last monitor read; NaN before it)",
@@ -149,7 +153,8 @@ class TickRecorder:
         self._blocks = tuple(blocks)
 
     def run(self, tick: int, t_s: float, late_us: float, period_us: float, cost_us: float,
-            state: int, missed: int, comm_errors: int, ok: bool) -> None:
+            state: int, missed: int, comm_errors: int, ok: bool, bus_us: float = float("nan"),
+            missed_compute: int = 0, missed_bus: int = 0, missed_wakeup: int = 0) -> None:
         """Write the scalars (see :data:`SCALAR_COLUMNS`) and the joint blocks; publish the row."""
         r = self.ring.row()
         r[0] = tick
@@ -161,6 +166,10 @@ class TickRecorder:
         r[6] = missed
         r[7] = comm_errors
         r[8] = 1.0 if ok else 0.0
+        r[9] = bus_us
+        r[10] = missed_compute
+        r[11] = missed_bus
+        r[12] = missed_wakeup
         for sl, values in self._blocks:
             r[sl] = values
         self.ring.commit()

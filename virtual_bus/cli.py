@@ -61,6 +61,9 @@ def add_arguments(p) -> None:
     p.add_argument("--wire-timing", action="store_true",
                    help="delay replies by their wire time at the baud rate plus Return Delay Time; "
                         "an instruction sent while replies are queued more than 50 ms ahead is not answered")
+    p.add_argument("--physics", choices=("beside", "inline"), default="beside",
+                   help="beside (default): answer at once from the latest state, physics stepped "
+                        "between requests; inline: integrate up to now before each answer")
     p.add_argument("--realtime", action="store_true",
                    help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
                         "behind other processes; a warning and normal scheduling otherwise")
@@ -164,7 +167,7 @@ def run(args) -> int:
         return _error(e.args[0] if e.args else str(e))
     if args.realtime:
         _go_realtime()
-    server = PtyServer(engine, wire_timing=args.wire_timing)
+    server = PtyServer(engine, wire_timing=args.wire_timing, physics=args.physics)
     # handlers first: a host may send SIGTERM the moment it has read the path
     old = {s: signal.signal(s, server.stop) for s in (signal.SIGTERM, signal.SIGINT)}
     print(server.port, flush=True)

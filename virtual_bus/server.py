@@ -30,6 +30,23 @@ stopped.  The pty's own latency (measured at start,
 median of 25 one-way trips, capped at 0.1 ms) is taken off both ends, since
 a real bus has no pty.  Polling the pty instead of sleeping between cycles
 was tried and dropped: on this shared 2-core machine it made cycles slower.
+
+Physics beside the replies (``physics="beside"``, the default): the reader
+thread answers each instruction the moment it has read it, from the
+servos' latest state (the control table as the last physics step left it,
+present registers refreshed right after that step), and writes the replies
+due at once; the main loop steps the physics up to the monotonic clock in
+slices of at most ``_SLICE_S`` between requests and sends the replies that
+are due later (wire timing, injected delays).  A lock keeps the two apart,
+so a reply waits at most for one slice, never for the physics owed since
+the last request, and crosses one thread instead of two.  The physics is
+stepped right after each answer (the host is then busy with the reply, so
+a step seldom holds up the next request) and every ``_IDLE_S`` when the
+host is quiet: a reply carries the state as of the host's previous
+request (plus the plant's own step), a write's goal acts from the step
+after it arrived.  ``physics="inline"``
+is the earlier design (the main loop integrates up to now, then answers),
+kept for comparison (``servoloop bench bus --reply-latency``).
 """
 
 from __future__ import annotations
@@ -55,6 +72,8 @@ _MAX_CATCH_UP_S = 0.5    # longest stretch of physics integrated in one go
 _STALL_S = 0.02          # a partial packet older than this is line noise (servo inter-byte timeout)
 _MAX_BACKLOG_S = 0.05    # replies due later than this after their instruction arrived are not sent
 _SWITCH_S = 1e-4         # GIL switch interval while serving: the reader thread runs within 0.1 ms
+_SLICE_S = 1e-3          # physics beside the replies: longest stretch integrated while holding the lock (one step of the built-in plants)
+PHYSICS_MODES = ("beside", "inline")
 _TIOCPKT_FLUSHREAD = 0x01
 _TIOCPKT_FLUSHWRITE = 0x02
 
@@ -76,11 +95,21 @@ class PtyServer:
     wire_timing : bool
         Delay replies by their wire time at the bus baud (10 bits/byte) plus
         Return Delay Time.
+    physics : {"beside", "inline"}
+        ``beside``: replies from the latest state at once, physics stepped in
+        slices between requests; ``inline``: physics integrated up to now
+        before each answer (see the module docstring).
     """
 
-    def __init__(self, engine, wire_timing: bool = False):
+    def __init__(self, engine, wire_timing: bool = False, physics: str = "beside"):
+        if physics not in PHYSICS_MODES:
+            raise ValueError(f"physics must be one of {PHYSICS_MODES}, got {physics!r}")
         self.engine = engine
         self.wire_timing = wire_timing
+        self.physics = physics
+        self._beside = physics == "beside"
+        self._lock = threading.Lock()     # the engine and the reply queue: reader thread vs physics
+        self._reader_waiting = False
         self.master, self.slave, self.port = open_pty()
         self._stop = False
         self._queue: deque = deque()      # (due time, bytes), in wire order
@@ -106,7 +135,8 @@ class PtyServer:
             os.set_blocking(fd, False)
         self._reader_stop = False
         self._reader: threading.Thread | None = None
-        self.stats = {"backlog_dropped": 0, "host_input_flushes": 0, "host_output_flushes": 0}
+        self.stats = {"backlog_dropped": 0, "host_input_flushes": 0, "host_output_flushes": 0,
+                      "physics_slices": 0}
 
     def stop(self, *_args) -> None:
         """Ask :meth:`serve` to return (signal-safe)."""
@@ -126,9 +156,10 @@ class PtyServer:
         end = None if duration is None else self.t0 + duration
         self._reader = threading.Thread(target=self._read_loop, name="virtual-bus-reader", daemon=True)
         self._reader.start()
+        once = self._once_beside if self._beside else self._once
         try:
             while not self._stop and (end is None or time.monotonic() < end):
-                self._once(wake_r, end)
+                once(wake_r, end)
         finally:
             sys.setswitchinterval(old_switch)
             if main:
@@ -183,6 +214,95 @@ class PtyServer:
             self._schedule(engine.drop_partial(), now)
             self._last_rx = now
 
+    def _once_beside(self, wake_r: int, end: float | None) -> None:
+        """Main loop, physics beside: send what is due, sleep until a request was answered (the
+        reader says so), the next due reply, a stalled partial packet, a timed fault, ``end`` or
+        ``_IDLE_S``, then step the physics owed."""
+        engine = self.engine
+        now = time.monotonic()
+        with self._lock:
+            self._send_due(now)
+            head = self._queue[0][0] if self._queue else None
+            pending = engine.pending_bytes()
+            ev = engine.faults.next_event_time
+        timeout = _IDLE_S
+        if head is not None:
+            if head - now < _SPIN_S:
+                while time.monotonic() < head:
+                    os.sched_yield()
+                with self._lock:
+                    self._send_due(time.monotonic())
+                return
+            timeout = min(timeout, head - now - _SPIN_S)
+        if pending:
+            timeout = min(timeout, self._last_rx + _STALL_S - now)
+        if ev is not None:
+            timeout = min(timeout, self.t0 + ev - now)
+        if end is not None:
+            timeout = min(timeout, end - now)
+        fds = [wake_r] if engine.unplugged else [self._notify_r, wake_r]
+        try:
+            ready, _, _ = select.select(fds, [], [], max(0.0, timeout))
+        except InterruptedError:
+            return
+        for fd in ready:
+            try:
+                os.read(fd, 4096)
+            except BlockingIOError:
+                pass
+        self._step_physics()
+        if engine.unplugged:
+            self._unplug()
+            return
+        now = time.monotonic()
+        with self._lock:
+            if engine.pending_bytes() and now - self._last_rx >= _STALL_S:
+                self._schedule(engine.drop_partial(), now)
+                self._last_rx = now
+
+    def _step_physics(self) -> None:
+        """Integrate up to the clock in slices of at most ``_SLICE_S``, the lock taken per slice
+        (a request that comes meanwhile is answered between two slices)."""
+        engine = self.engine
+        while True:
+            if self._reader_waiting:   # a lock is not fair: let the waiting answer in first
+                time.sleep(0)
+            with self._lock:
+                dt = (time.monotonic() - self.t0) - engine.time_s
+                if dt > _MAX_CATCH_UP_S:   # stopped or starved: skip simulated time (see _sync)
+                    self.t0 += dt - _MAX_CATCH_UP_S
+                    dt = _MAX_CATCH_UP_S
+                if dt <= 0 or engine.unplugged:
+                    return
+                engine.advance(min(dt, _SLICE_S))
+                engine.fresh_present()   # the next reply only copies registers
+                self.stats["physics_slices"] += 1
+                if dt <= _SLICE_S:
+                    return
+
+    def _answer_now(self, t: float, baud, prev, data, status: int) -> None:
+        """Reader thread, physics beside: answer a chunk at once from the latest state."""
+        self._reader_waiting = True
+        with self._lock:
+            self._reader_waiting = False
+            if data is None:
+                if status & _TIOCPKT_FLUSHREAD:   # counted, the replies owed still go (see _take)
+                    self.stats["host_input_flushes"] += 1
+                if status & _TIOCPKT_FLUSHWRITE:
+                    self.stats["host_output_flushes"] += 1
+                return
+            if self.engine.unplugged:
+                return
+            self._last_rx = t
+            self._schedule(self.engine.feed_at(data, baud, prev), t)
+        # the main loop now steps the physics owed (the host is busy with the reply: the next
+        # request is some way off, so stepping now rarely holds one up), sends what is due later,
+        # and drops a stalled partial packet
+        try:
+            os.write(self._notify_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
     def _take(self, now: float) -> None:
         """Answer the chunks the reader thread queued, each at the baud and time it arrived at."""
         engine, rxq = self.engine, self._rxq
@@ -202,7 +322,7 @@ class PtyServer:
 
     def _read_loop(self) -> None:
         """Reader thread: drain the master the moment bytes arrive; note the host's baud and the time."""
-        master, rxq, packet = self.master, self._rxq, self._packet_mode
+        master, rxq, packet, beside = self.master, self._rxq, self._packet_mode, self._beside
         seen = termios_baud(master)          # the host's rate at the last look (each wake, 5 ms idle)
         while not self._reader_stop:
             try:
@@ -222,11 +342,13 @@ class PtyServer:
                 return
             if not chunk:
                 continue
+            head = 0
             if packet:
                 head, chunk = chunk[0], chunk[1:]
-                rxq.append((t, baud, prev, None, head) if head else (t, baud, prev, chunk, 0))
-            else:
-                rxq.append((t, baud, prev, chunk, 0))
+            if beside:
+                self._answer_now(t, baud, prev, None if head else chunk, head)
+                continue
+            rxq.append((t, baud, prev, None, head) if head else (t, baud, prev, chunk, 0))
             try:
                 os.write(self._notify_w, b"\0")
             except (BlockingIOError, OSError):

@@ -39,7 +39,9 @@ def run(path, reads):
 
 
 def test_every_reply_late_no_value_and_all_counted(virtual_bus):
-    fresh, wrong, health = run(virtual_bus(servos="1-3:XM430-W350", faults="delay:us=25000"), 30)
+    # 40 ms, well past the ~23 ms timeout: a host stalled a few ms past its deadline (a loaded
+    # machine) would otherwise still find a reply due 25 ms after the request and take it
+    fresh, wrong, health = run(virtual_bus(servos="1-3:XM430-W350", faults="delay:us=40000"), 30)
     assert wrong == 0 and fresh == 0
     assert all(health[i].stale > 0 and health[i].timeouts > 0 for i in IDS)
 
