@@ -40,7 +40,11 @@ GRAVITY_Z = -9.81
 
 
 def _contact_points(urdf, cfg, links):
-    from servoloop.core_cy.sim.model import ContactPoints, contact_points_from_spec, contact_points_from_urdf
+    from servoloop.core_cy.sim.model import (
+        ContactPoints,
+        contact_points_from_spec,
+        contact_points_from_urdf,
+    )
 
     parts = []
     try:
