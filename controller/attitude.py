@@ -76,6 +76,11 @@ class AttitudeFilter:
         self.mount = quat_from_rpy(*mount_rpy)                 # board -> base
         mx, my, mz, mw = self.mount
         self._mount_inv = (-mx, -my, -mz, mw)                  # base -> board
+        # the same rotation as 9 numbers, row-major (board -> base), for _to_base
+        x, y, z, w = self.mount
+        self._M = (1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+                   2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+                   2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y))
         self.q = None
         self.omega = (0.0, 0.0, 0.0)
 
@@ -84,8 +89,10 @@ class AttitudeFilter:
 
     def _to_base(self, v) -> tuple:
         """A board-axes vector in base axes (mount * v * mount^-1)."""
-        p = quat_multiply(quat_multiply(self.mount, (v[0], v[1], v[2], 0.0)), self._mount_inv)
-        return p[0], p[1], p[2]
+        m = self._M
+        a, b, c = v[0], v[1], v[2]
+        return (m[0] * a + m[1] * b + m[2] * c, m[3] * a + m[4] * b + m[5] * c,
+                m[6] * a + m[7] * b + m[8] * c)
 
     def update(self, gyro, rpy, dt: float) -> None:
         """One tick: ``gyro`` (3,) rad/s and ``rpy`` (3,) rad as the board reads them, ``dt`` s."""

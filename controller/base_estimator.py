@@ -4,7 +4,7 @@ Per tick, from this tick's joint readings and IMU board registers:
 
 1. **orientation** and angular velocity: :class:`~controller.attitude.AttitudeFilter`
    (the board's roll/pitch/yaw registers fused with its gyro, mounting rotation applied);
-2. **leg kinematics** (compiled FK and frame Jacobians, core_cy.dynamics, base at
+2. **leg kinematics** (compiled FK with body velocities, core_cy.dynamics, base at
    the origin): each foot's position r_i and velocity relative to the base, and
    the height of its sole (lowest contact point, sphere radius included) below the base;
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
@@ -110,7 +110,6 @@ class _Foot:
             mine = [k for k in range(len(pts)) if pts.body[k] == self.body]
         self.points = np.ascontiguousarray(pts.position[mine]) if mine else p[None].copy()
         self.radius = np.ascontiguousarray(pts.radius[mine]) if mine else np.zeros(1)
-        self.J = np.zeros((6, model.nv))
         self.r = np.zeros(3)          # foot point rel. base, base axes
         self.vrel = np.zeros(3)       # its velocity rel. base, base axes
         self.anchor = np.zeros(2)     # world x, y where it touched down
@@ -141,7 +140,9 @@ class BaseEstimator:
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
                  feet=None, contact_height: float = 0.01, accel_noise: float = 0.5,
                  position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
-        from servoloop.core_cy.dynamics import Data, Model
+        from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
+
+        self._fk = forward_kinematics
 
         urdf = cfg.urdf_path()
         if urdf is None:
@@ -220,25 +221,29 @@ class BaseEstimator:
 
     def _legs(self) -> None:
         """Foot positions / velocities rel. base and sole heights (world z rel. base)."""
-        from servoloop.core_cy.dynamics import forward_kinematics, frame_jacobian
-
         model, data, q, v = self.model, self.data, self._q, self._v
         q[self._jidx] = self.position
         v[3], v[4], v[5] = self.attitude.omega
         v[self._vidx] = self.velocity
-        forward_kinematics(model, data, q)
-        oR, op = data.rotation_body_to_world, data.position_body_in_world
+        # one compiled pass: placements and spatial velocities of every body, base at the origin
+        # (so "world" is the base frame) moving with the gyro's rate and the joints' velocities
+        self._fk(model, data, q, v)
+        oR, op, vw = data.rotation_body_to_world, data.position_body_in_world, data.velocity_body_world
         Rz = self.R[2]
         for i, f in enumerate(self.feet):
             b = f.body
-            np.dot(oR[b], f.p_frame, out=f.r)
-            f.r += op[b]
+            r = f.r
+            np.dot(oR[b], f.p_frame, out=r)
+            r += op[b]
             np.dot(Rz, oR[b], out=f._w)
             np.dot(f.points, f._w, out=f._z)
             f._z -= f.radius
             self._sole[i] = f._z.min() + Rz @ op[b]
-            frame_jacobian(model, data, q, f.link, "local_world_aligned", out=f.J)
-            np.dot(f.J[:3], v, out=f.vrel)
+            # the foot point's velocity: spatial velocity (at the origin) moved to the point
+            s = vw[b]
+            f.vrel[0] = s[0] + s[4] * r[2] - s[5] * r[1]
+            f.vrel[1] = s[1] + s[5] * r[0] - s[3] * r[2]
+            f.vrel[2] = s[2] + s[3] * r[1] - s[4] * r[0]
         low = self._sole.min()
         w = self._tmp
         for b, pts, rad, z in self._others:
@@ -331,8 +336,9 @@ class BaseEstimator:
         """One tick; False (``base.valid`` False, the last estimate kept) when an input is NaN."""
         base = self.base
         g, a, r = self.gyro, self.accel, self.rpy
+        # a NaN anywhere makes the sums NaN: one check per array, no temporary arrays
         if g is None or not (math.isfinite(g[0] + g[1] + g[2] + a[0] + a[1] + a[2] + r[0] + r[1] + r[2])
-                             and np.isfinite(self.position).all() and np.isfinite(self.velocity).all()):
+                             and math.isfinite(self.position.sum() + self.velocity.sum())):
             base.valid = False
             self.telemetry[12] = 0.0
             return False

@@ -159,7 +159,7 @@ def run(args) -> int:
             target = None
         plant = load_plant(target, servos, args.robot, cfg) if target else None
         imu = None
-        if cfg is not None and cfg.imu is not None and plant is not None:
+        if cfg is not None and cfg.imu is not None:
             from servoloop.virtual_bus.imu_device import ImuEmulation
 
             imu = ImuEmulation.from_config(cfg.imu)      # the config's IMU board, on the plant's base

@@ -86,6 +86,14 @@ class ImuEmulation:
                    rpy_noise=imu.rpy_noise)
 
 
+_LEVEL = (np.eye(3), np.zeros(3), np.zeros(3))
+
+
+def _level():
+    """A base that neither turns nor moves (plants without a floating base)."""
+    return _LEVEL
+
+
 class _Info:
     """The few facts about the board's table the Protocol 2.0 handlers look up."""
 
@@ -114,18 +122,18 @@ class VirtualImu:
     Parameters
     ----------
     spec : ImuEmulation
-    plant : a plant with ``base_motion()`` (:class:`~virtual_bus.robot_plant.RobotPlant`)
+    plant : a plant with ``base_motion()`` (:class:`~virtual_bus.robot_plant.RobotPlant`); any
+        other plant: the board lies level and still (it reads gravity, bias and noise only)
     baud : int or None, the bus's rate (its Baud Rate register)
     """
 
     protocol = 2
 
     def __init__(self, spec: ImuEmulation, plant, baud: int | None = None) -> None:
-        if not callable(getattr(plant, "base_motion", None)):
-            raise ValueError(f"IMU id {spec.id}: the plant has no floating base to measure "
-                             "(the contact simulator of a floating-base robot has)")
         table = get_imu_table(spec.model)
-        self.spec, self.plant = spec, plant
+        self.spec = spec
+        # a plant without a floating base (one load per servo): the board lies level and still
+        self._motion = getattr(plant, "base_motion", None) or _level
         self.info = _Info(table)
         self.mem = bytearray(self.info.defaults)
         self.mem[self.info.a_id] = spec.id
@@ -176,7 +184,7 @@ class VirtualImu:
         if self._t == time_s:
             return
         self._t = time_s
-        R_wb, omega_b, acc_w = self.plant.base_motion()
+        R_wb, omega_b, acc_w = self._motion()
         M = self._mount
         R_wi = R_wb @ M
         gyro = M.T @ omega_b + self._gyro_bias

@@ -161,7 +161,10 @@ class RobotPlant:
 
     def base_motion(self):
         """What an IMU on the base feels: (R base -> world (3, 3), angular velocity in the base
-        frame (3,) [rad/s], base origin acceleration in the world (3,) [m/s^2], gravity excluded)."""
+        frame (3,) [rad/s], base origin acceleration in the world (3,) [m/s^2], gravity excluded).
+        A fixed base: level and still."""
+        if not self.sim.model.floating_base:
+            return np.eye(3), np.zeros(3), np.zeros(3)
         return self.base_rotation(), np.array(self.sim.v[3:6]), self.base_acc_world
 
     def push(self, dv_world) -> None:

@@ -50,6 +50,7 @@ def run(cfg, seconds, events=(), samples=()):
         lock.clock.on_advance = on_advance
         summary = daemon.run(seconds)
         summary["simulation"] = plant.base_state()
+        summary["status"] = daemon.status()           # what `servoloop status` is sent
         base = daemon.state.base
     finally:
         lock.close()
@@ -72,6 +73,7 @@ def test_standing_under_hold_the_estimate_matches_the_simulator():
     assert true["base_position_in_world"][2] > 0.2          # it stands
     _check_pose(est, true)
     assert est["valid"] and all(est["contact"].values()) and len(est["contact"]) == 4
+    assert summary["status"]["estimate"]["base_position_in_world"] == est["base_position_in_world"]
     assert base.valid and base.contact.all() and base.feet == tuple(est["contact"])
     # standing still: x, y do not wander (odometry drift over 2.5 s < 5 mm), velocity ~ 0
     (e0, t0), (e1, t1) = seen[t_stand], seen[t_stand + 2.5]
@@ -143,3 +145,22 @@ def test_run_json_reports_estimate_and_simulation(capsys):
     for key in ("estimate", "simulation"):
         assert set(doc[key]) >= {"base_position_in_world", "base_rpy"}
     assert abs(doc["estimate"]["base_position_in_world"][2] - doc["simulation"]["base_position_in_world"][2]) < 0.005
+
+
+def test_status_command_prints_the_estimate(monkeypatch, capsys):
+    import argparse
+
+    from servoloop.controller import command_socket, commands
+
+    est = {"base_position_in_world": [0.01, -0.02, 0.243], "base_rpy": [0.0, -0.004, 0.1],
+           "base_velocity_in_world": [0, 0, 0], "contact": {"lf_foot_link": True, "rf_foot_link": False},
+           "valid": True}
+    st = {"robot": "quadruped", "state": "run", "t_s": 1.0, "tick": 1000, "rate_hz": 1000.0,
+          "jitter_us": {"p50": 1, "p99": 2, "max": 3}, "missed": 0, "bus_errors": {}, "faults": [],
+          "fault_details": [], "controller": {"name": "hold"}, "estimate": est}
+    monkeypatch.setattr(commands, "_find_socket", lambda args: "/x.sock")
+    monkeypatch.setattr(command_socket, "send_command", lambda path, cmd: {"ok": True, "status": st})
+    assert commands.cmd_status(argparse.Namespace(json=False)) == 0
+    out = capsys.readouterr().out
+    assert "base estimate: xyz 0.010 -0.020 0.243 m  rpy 0.000 -0.004 0.100 rad" in out
+    assert "lf_foot_link=down rf_foot_link=up" in out

@@ -58,3 +58,22 @@ def test_built_in_legged_robots_carry_the_op3_board_and_the_schema_knows_the_sec
     assert builtin_config("arm").imu is None
     props = config_schema()["properties"]["imu"]["anyOf"][0]
     assert props["additionalProperties"] is False and props["properties"]["id"]["default"] == 200
+
+
+def test_the_own_robot_doc_imu_example_loads(tmp_path):
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from servoloop.robots import robot_dir
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "own-robot.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, flags=re.S) if "imu:" in b)
+    example = yaml.safe_load(block)
+    cfg = yaml.safe_load((robot_dir("quadruped") / "quadruped.yaml").read_text())
+    cfg["imu"] = example["imu"]
+    cfg["model"]["urdf"] = str(robot_dir("quadruped") / "quadruped.urdf")
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(cfg))
+    imu = load_config(tmp_path / "q.yaml").imu
+    assert imu.gyro_noise == 0.005 and imu.rotation_rpy[2] == pytest.approx(3.14159)

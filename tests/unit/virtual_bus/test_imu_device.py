@@ -89,8 +89,16 @@ def test_it_answers_as_the_op3_firmware_does(rig):
         bus.write_raw(200, "gyro_x", 1)
 
 
-def test_a_plant_without_a_floating_base_cannot_carry_it():
-    with pytest.raises(ValueError, match="no floating base"):
-        InProcessVirtualBus("1:XM430-W350", None, 2, imu=ImuEmulation())
+def test_without_a_floating_base_the_board_lies_level_and_still():
+    with InProcessVirtualBus("1:XM430-W350", None, 2, imu=ImuEmulation(accel_bias=(0.1, 0, 0))) as vb:
+        bus = Bus(vb.port, 1_000_000, 2, [ServoSpec(1, "XM430-W350")], on_after_write=vb.pump)
+        with bus:
+            reader = ImuReader(bus, 200, T)
+            reader.connect()
+            reader.bind()
+            vb.advance(0.01)
+            reader.read()
+        assert np.allclose(reader.accel, (0.1, 0.0, 9.81), atol=1e-3)
+        assert np.allclose(reader.gyro, 0.0) and np.allclose(reader.rpy, 0.0)
     with pytest.raises(ValueError, match="also a servo's id"):
         InProcessVirtualBus(SERVOS, RobotPlant.for_robot("quadruped"), 2, imu=ImuEmulation(id=3))
