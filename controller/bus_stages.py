@@ -171,6 +171,9 @@ class ImuStage:
         except BridgeError as exc:
             self.errors.count(exc)
             self.failed += 1
+            # the loop runs with the garbage collector off: the traceback's frames hold the
+            # exception (a cycle), so dropping it is what frees them
+            exc.__traceback__ = None
             return False
 
 
