@@ -27,7 +27,7 @@ import numpy as np
 from servoloop.firmware_bridge.control_table import ControlTable, load_table
 from servoloop.firmware_bridge.errors import ModelMismatchError, UnknownModelError
 
-__all__ = ["DEVICE_DIR", "IMU_REGISTERS", "ImuReader", "get_imu_table", "imu_models"]
+__all__ = ["DEVICE_DIR", "IMU_REGISTERS", "ImuReader", "get_imu_table", "imu_model_name", "imu_models"]
 
 DEVICE_DIR = Path(__file__).with_name("devices")
 #: what an IMU table must have, in the order of one contiguous block on the OpenCR
@@ -57,6 +57,11 @@ def get_imu_table(model: str) -> ControlTable:
         if key in {n.upper() for n in (t.name, *t.aliases)}:
             return t
     raise UnknownModelError(f"no IMU board {model!r}; known: {', '.join(imu_models())}")
+
+
+def imu_model_name(model_number: int) -> str | None:
+    """The IMU board with this model number (as a ping reports it), or None."""
+    return next((t.name for t in _device_tables() if t.model_number == model_number), None)
 
 
 class ImuReader:

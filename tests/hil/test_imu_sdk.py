@@ -69,3 +69,22 @@ def test_group_sync_read_and_bulk_read_with_a_servo(imu_port):
     assert br.isAvailable(3, XM_PRESENT_POSITION, 4) and br.isAvailable(200, A["acc_x"], 6)
     acc = [_s16(br.getData(200, A[f"acc_{k}"], 1), br.getData(200, A[f"acc_{k}"] + 1, 1)) for k in "xyz"]
     assert abs(math.hypot(*acc) * ACCEL_FACTOR * G_ACC - 9.81) < 0.01
+
+
+def test_init_and_scan_name_the_board_and_keep_it_out_of_the_servos(virtual_bus, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    port = virtual_bus(robot="quadruped")
+    out = tmp_path / "robot.yaml"
+    r = subprocess.run([sys.executable, "-m", "servoloop", "init", "--port", port, "--baud", "4000000",
+                        "--protocol", "2", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert [s["id"] for s in yaml.safe_load(text)["servos"]] == list(range(1, 13))
+    assert "# imu: {id: 200, model: OpenCR}" in text
+    from servoloop.firmware_bridge.control_table import model_name
+
+    assert model_name(0x7400) == "OpenCR" and model_name(4242) == "unknown(4242)"
