@@ -135,16 +135,22 @@ def test_imu_bias_and_noise_are_filtered():
     assert np.linalg.norm(base.angular_velocity) < 0.1
 
 
-def test_run_json_reports_estimate_and_simulation(capsys):
+def test_run_json_reports_estimate_and_simulation_and_telemetry_has_the_base(capsys, tmp_path):
     from servoloop.cli import main
+    from servoloop.controller.telemetry_format import read_telemetry
 
+    log = tmp_path / "q.sltl"
     rc = main(["run", "--robot", "quadruped", "--lockstep", "--duration", "1", "--json", "--quiet",
-               "--telemetry", "none", "--socket", "none"])
+               "--telemetry", str(log), "--socket", "none"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("estimate", "simulation"):
         assert set(doc[key]) >= {"base_position_in_world", "base_rpy"}
     assert abs(doc["estimate"]["base_position_in_world"][2] - doc["simulation"]["base_position_in_world"][2]) < 0.005
+    tel = read_telemetry(log)
+    z, valid = tel.column("base.z"), tel.column("base.valid")
+    assert valid.min() == 1.0 and abs(z[-1] - doc["estimate"]["base_position_in_world"][2]) < 1e-3
+    assert tel.column("contact.lf_foot_link")[-1] == 1.0 and "base.yaw" in tel.columns
 
 
 def test_status_command_prints_the_estimate(monkeypatch, capsys):
