@@ -9,7 +9,8 @@ Per tick, from this tick's joint readings and IMU board registers:
    the height of its sole (lowest contact point, sphere radius included) below the base;
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
    a trunk it lies on) is on the ground; a foot whose sole is within
-   ``contact_height`` of it is in stance (hysteresis: it leaves at 1.5x);
+   ``contact_height`` of it and not moving up or down faster than ``contact_speed``
+   is in stance (height hysteresis: it leaves at 1.5x);
 4. **position and linear velocity**: a linear Kalman filter per world axis on
    [position, velocity], driven by the accelerometer (specific force rotated to the
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
@@ -127,7 +128,8 @@ class BaseEstimator:
     position, velocity : (n,) joint readings (rad, rad/s), config order, filled by the joint map
     dt : tick period, s
     feet : link names (default :func:`default_feet`)
-    contact_height : m, sole height above the lowest sole that still counts as stance
+    contact_height : m, sole height above the robot's lowest point that still counts as stance
+    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -138,7 +140,7 @@ class BaseEstimator:
     """
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
-                 feet=None, contact_height: float = 0.01, accel_noise: float = 0.5,
+                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, accel_noise: float = 0.5,
                  position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
 
@@ -184,6 +186,7 @@ class BaseEstimator:
         self.position, self.velocity = position, velocity
         self.dt = float(dt)
         self.contact_height = float(contact_height)
+        self.contact_speed = float(contact_speed)
         self.attitude = AttitudeFilter(imu.rotation_rpy)
         self._q = model.neutral()
         self._v = np.zeros(model.nv)
@@ -257,9 +260,13 @@ class BaseEstimator:
         low = self._lowest          # the lowest point of the robot is on the ground
         h = self.contact_height
         st = self._stance
+        Rz, vz_max = self.R[2], self.contact_speed
         for i in range(len(st)):
             above = self._sole[i] - low
-            now = above < (1.5 * h if st[i] else h)
+            # stance: near the ground, and not rising or falling fast (a foot lifting off or
+            # about to land passes through the height band)
+            vz = self.v[2] + Rz @ self.feet[i].vrel
+            now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
             if now and not st[i]:     # touch-down: remember where (world x, y)
                 f = self.feet[i]
                 np.dot(self.R, f.r, out=self._tmp)
