@@ -148,10 +148,18 @@ class ImuStage:
         BridgeError
             It does not answer, or another model does (a connect fault).
         """
+        from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
         from servoloop.firmware_bridge.imu import ImuReader
 
         self.reader = ImuReader(bus, self.imu.id, self.table)
-        self.info = self.reader.connect()
+        for attempt in range(3):    # as the servos' pings: one lost reply is not a dead board
+            try:
+                self.info = self.reader.connect()
+                break
+            except (BusTimeoutError, ChecksumError) as exc:
+                self.errors.count(exc)
+                if attempt == 2:
+                    raise
         self.reader.bind()
 
     def run(self) -> bool:
