@@ -398,7 +398,7 @@ class BusEngine:
             return []
         pkt = self.status_packet(servo, err, data, reply_id)
         extra = 0.0
-        if self.reply_faults:
+        if self.reply_faults and servo.bus_id0 is not None:    # None: a device, not a fault target
             pkt, extra = self.faults.filter_reply(servo.bus_id0, self.time_s, pkt)
             if pkt is None:
                 return []
