@@ -153,6 +153,7 @@ class StepProblem:
                 "ipopt": {"print_level": 0, "sb": "yes", "tol": 1e-9, "constr_viol_tol": 1e-9,
                           "max_iter": 1500, "mu_strategy": "adaptive"}}
         self.solver = ca.nlpsol("step", "ipopt", nlp, opts)
+        self._nlp, self._opts, self._warm = nlp, opts, None
         self.costs = ca.Function("costs", [w, p], [cost, cost_tau]).expand()
         self.constraints = ca.Function("g", [w, p], [g_eq, g_in]).expand()
         self.lbg = np.r_[np.zeros(self.n_eq), np.zeros(self.n_in)]
@@ -204,13 +205,13 @@ class StepProblem:
         p = self.params(task, theta)
         if w0 is None:
             w0 = initial_guess(self, task)
-        kw = {}
+        solver, kw = self.solver, {}
         if lam is not None:
-            kw = {"lam_g0": lam[0], "lam_x0": lam[1]}
+            solver, kw = self.warm_solver(), {"lam_g0": lam[0], "lam_x0": lam[1]}
         t0 = time.perf_counter()
-        r = self.solver(x0=w0, p=p, lbx=self.lbw, ubx=self.ubw, lbg=self.lbg, ubg=self.ubg, **kw)
+        r = solver(x0=w0, p=p, lbx=self.lbw, ubx=self.ubw, lbg=self.lbg, ubg=self.ubg, **kw)
         elapsed = time.perf_counter() - t0
-        status = self.solver.stats()["return_status"]
+        status = solver.stats()["return_status"]
         w = np.array(r["x"]).ravel()
         viol = self.violation(w, p)
         c, ct = (float(x) for x in self.costs(w, p))
@@ -220,6 +221,22 @@ class StepProblem:
         ok = status in ("Solve_Succeeded", "Solved_To_Acceptable_Level") and viol < tol_violation
         return Solution(task, ok, c + ct, c, w, np.array(r["lam_g"]).ravel(),
                         np.array(r["lam_x"]).ravel(), grad, status, elapsed, viol)
+
+    def warm_solver(self):
+        """IPOPT started at the given primal-dual point (small barrier, no bound push).
+
+        The ROM-constrained steps have many nearby local optima; a cold
+        interior start from a neighbour's solution often lands in another
+        one, which would break both the warm starts of the outer loop and
+        the finite-difference check of the gradient.
+        """
+        if self._warm is None:
+            opts = {**self._opts, "ipopt": {**self._opts["ipopt"], "warm_start_init_point": "yes",
+                                             "warm_start_bound_push": 1e-9,
+                                             "warm_start_slack_bound_push": 1e-9,
+                                             "warm_start_mult_bound_push": 1e-9, "mu_init": 1e-6}}
+            self._warm = ca.nlpsol("step_warm", "ipopt", self._nlp, opts)
+        return self._warm
 
     def violation(self, w, p) -> float:
         """Largest constraint violation (equalities, inequalities, bounds) of ``w``."""

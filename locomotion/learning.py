@@ -1,0 +1,147 @@
+"""The bilevel outer loop of seed 004 (Algorithm 1) with the authors' heuristics.
+
+Each iteration samples one task per cell of a stratified 3 x 3 grid of
+(speed, incline), solves the full-order step (J_full, the normaliser) and
+the ROM-constrained step at theta (warm-started from the same cell's
+solution of the previous iteration, then re-solved once from itself), and
+steps theta along minus the mean envelope gradient of J / J_full,
+normalised to length ``step`` (the gradients are ~1e5: the authors divide
+by the norm too).  More than 20 % failed tasks halve the step and redo the
+iteration.  The rows of Theta_e are kept at unit norm after each step: the
+tau cost otherwise rewards shrinking the embedding (digest section 6, item 5).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from servoloop.locomotion.errors import RomSolveError
+from servoloop.locomotion.features import ROM_SPECS, RomSpec, theta0
+from servoloop.locomotion.task import Task
+
+__all__ = ["SPEED_RANGE", "INCLINE_RANGE", "sample_tasks", "held_out_tasks", "solve_task",
+           "LearnResult", "learn", "project"]
+
+SPEED_RANGE = (0.27, 0.54)        #: m/s (paper, five-link)
+INCLINE_RANGE = (-0.08, 0.08)     #: rad
+
+
+def sample_tasks(rng: np.random.Generator, n: int = 3) -> list[Task]:
+    """One uniform task per cell of an n x n grid over the speed and incline ranges."""
+    se = np.linspace(*SPEED_RANGE, n + 1)
+    ie = np.linspace(*INCLINE_RANGE, n + 1)
+    return [Task(float(rng.uniform(se[i], se[i + 1])), float(rng.uniform(ie[j], ie[j + 1])))
+            for i in range(n) for j in range(n)]
+
+
+def held_out_tasks(n: int = 4) -> list[Task]:
+    """Centres of an n x n grid (not a training sample: those are random)."""
+    se = np.linspace(*SPEED_RANGE, n + 1)
+    ie = np.linspace(*INCLINE_RANGE, n + 1)
+    return [Task(round(float(0.5 * (se[i] + se[i + 1])), 6), round(float(0.5 * (ie[j] + ie[j + 1])), 6))
+            for i in range(n) for j in range(n)]
+
+
+def solve_task(kind: str, theta: np.ndarray, task: Task, warm: np.ndarray | None) -> dict:
+    """Full-order and ROM-constrained steps of one task (runs in a worker).
+
+    Returns a dict: ``ok``, ``cost`` and ``cost_no_tau`` (ROM), ``full`` (J_full),
+    ``grad`` (dJ/dtheta, (n_theta,)), ``w`` (the ROM solution, the next warm start), ``time_s``.
+    """
+    from servoloop.locomotion.trajopt import problem
+
+    t0 = time.perf_counter()
+    full = problem("full").solve(task)
+    rom = problem(kind)
+    starts = [] if warm is None else [warm]
+    if full.success:
+        starts.append(rom.pack(problem("full").unpack(full.w)))
+    best = None
+    for w0 in starts:
+        sol = rom.solve(task, theta, w0=w0)
+        if sol.success:                    # re-solve once from itself before accepting it
+            sol = rom.solve(task, theta, w0=sol.w, lam=(sol.lam_g, sol.lam_x))
+        if sol.success and (best is None or sol.cost < best.cost):
+            best = sol
+        if best is not None:
+            break
+    ok = bool(full.success and best is not None)
+    return {"ok": ok, "task": task, "full": full.cost, "cost": best.cost if ok else None,
+            "cost_no_tau": best.cost_no_tau if ok else None,
+            "grad": best.grad if ok else None, "w": best.w if ok else warm,
+            "time_s": time.perf_counter() - t0}
+
+
+def project(spec: RomSpec, theta: np.ndarray) -> np.ndarray:
+    """theta with each row of Theta_e scaled to unit norm (the embedding's scale is fixed)."""
+    te, td = spec.split(theta.copy())
+    te = te / np.linalg.norm(te, axis=1, keepdims=True)
+    return np.concatenate([te.ravel(), td.ravel()])
+
+
+@dataclass
+class LearnResult:
+    """A learning run: the final theta and one entry per outer iteration."""
+
+    kind: str
+    theta: np.ndarray
+    theta0: np.ndarray
+    costs: list = field(default_factory=list)          # mean J/J_full per iteration
+    costs_no_tau: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    times_s: list = field(default_factory=list)
+    task_times_s: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+
+
+def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-4,
+          grid: int = 3, progress=None, theta_init=None) -> LearnResult:
+    """Run ``iterations`` outer iterations of Algorithm 1 for the ``kind`` ("2d"/"4d") model.
+
+    ``runner``: from :func:`servoloop.locomotion.runner.make_runner`.  ``step``: the
+    length of each theta step.  ``progress``: a :class:`servoloop.progress.Progress` or None.
+    The last entry of ``costs`` is measured at the final theta (iterations + 1 entries).
+    """
+    spec = ROM_SPECS[kind]
+    rng = np.random.default_rng(seed)
+    th0 = theta0(spec)
+    theta = th0.copy() if theta_init is None else np.asarray(theta_init, float).copy()
+    res = LearnResult(kind, theta, th0)
+    warm: list = [None] * grid * grid
+    halvings = 0
+    it = 0
+    while it <= iterations:
+        tasks = sample_tasks(rng, grid)
+        t0 = time.perf_counter()
+        out = [None] * len(tasks)
+        for i, r in runner.map(solve_task, [(kind, theta, t, warm[k]) for k, t in enumerate(tasks)]):
+            out[i] = r
+        ok = [r for r in out if r["ok"]]
+        failed = len(out) - len(ok)
+        if failed > 0.2 * len(out):
+            if it == 0 or halvings >= 6:
+                raise RomSolveError(f"rom learn: {failed}/{len(out)} tasks failed at iteration {it}")
+            step, halvings = step / 2, halvings + 1       # back off, redo the iteration
+            theta = prev_theta - step * prev_dir
+            continue
+        halvings = 0
+        warm = [r["w"] for r in out]
+        res.costs.append(float(np.mean([r["cost"] / r["full"] for r in ok])))
+        res.costs_no_tau.append(float(np.mean([r["cost_no_tau"] / r["full"] for r in ok])))
+        res.times_s.append(time.perf_counter() - t0)
+        res.task_times_s += [r["time_s"] for r in out]
+        res.failures.append(failed)
+        res.steps.append(step)
+        if progress is not None:
+            progress.set(it, note=f"J/J_full {res.costs[-1]:.3f}")
+        if it == iterations:
+            break
+        grad = np.mean([r["grad"] / r["full"] for r in ok], axis=0)
+        prev_theta, prev_dir = theta, grad / max(np.linalg.norm(grad), 1e-300)
+        theta = project(spec, theta - step * prev_dir)
+        it += 1
+    res.theta = theta
+    return res
