@@ -62,7 +62,7 @@ def _lagrangian_terms(q, v, masses):
     e[n - 5] = 1.0                                 # pitch is the first angle in both models
     M += I_TORSO * (e @ e.T)
     h = ca.jacobian(M @ v, q) @ v - 0.5 * ca.gradient(v.T @ M @ v, q) + ca.gradient(V, q)
-    return M, ca.simplify(h) if False else h, V
+    return M, h, V
 
 
 class FiveLink:
@@ -74,7 +74,9 @@ class FiveLink:
     velocities, ``com_acc(q, v, a)`` [m/s^2], ``v7(q, v)`` (7,) the floating
     velocity, ``impact(q, v) -> (v_plus (5,), impulse (2,))`` with the legs
     relabelled, ``momentum(q, v)`` angular momentum about the stance foot.
-    Floating model (q7, v7: (7,)): ``M7``, ``h7``, ``feet7(q7) -> (4,)``.
+    Floating model (q7, v7: (7,)): ``M7``, ``h7``, ``energy7``, ``feet7(q7) -> (4,)``,
+    ``J7_stance`` (2, 7), ``Jdotv7_stance`` (2,), ``J7_swing``, ``momentum7_swing`` (about
+    the swing foot), ``impact7(q, v) -> (v7_plus, impulse)`` before relabelling.
     """
 
     def __init__(self) -> None:
@@ -113,8 +115,12 @@ class FiveLink:
     def _floating(self) -> None:
         q7, v7 = ca.SX.sym("q7", 7), ca.SX.sym("v7", 7)
         masses, foot1, foot2 = _points(q7[0:2], q7[2], q7[3], q7[4], q7[5], q7[6])
-        M7, h7, _ = _lagrangian_terms(q7, v7, masses)
+        M7, h7, V7 = _lagrangian_terms(q7, v7, masses)
         self.M7 = ca.Function("M7", [q7], [M7])
+        self.energy7 = ca.Function("energy7", [q7, v7], [0.5 * v7.T @ M7 @ v7 + V7])
+        J1 = ca.jacobian(foot1, q7)
+        self.J7_stance = ca.Function("J7_stance", [q7], [J1])
+        self.Jdotv7_stance = ca.Function("Jdotv7_stance", [q7, v7], [ca.jacobian(J1 @ v7, q7) @ v7])
         self.h7 = ca.Function("h7", [q7, v7], [h7])
         self.feet7 = ca.Function("feet7", [q7], [ca.vertcat(foot1, foot2)])
         self.J7_swing = ca.Function("J7_swing", [q7], [ca.jacobian(foot2, q7)])

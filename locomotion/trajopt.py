@@ -39,6 +39,7 @@ __all__ = ["N_KNOTS", "MU", "W_V", "W_TAU", "StepProblem", "Solution", "problem"
 N_KNOTS = 13                 #: knots per step (12 intervals of 62 ms)
 MU = 1.0                     #: friction coefficient
 W_V, W_TAU = 10.0, 1.0       #: cost weights of |v|^2 and |tau|^2 (|u|^2 has 1)
+IMPULSE_TOL = 1e-3           #: slack of the touchdown impulse's friction cone [N s]
 HIP_Z = 0.92                 #: hip height of the initial guess [m]
 
 
@@ -141,8 +142,13 @@ class StepProblem:
         eq.append(q[0, :].T - qN[list(SWAP)])
         eq.append(v[0, :].T - v_plus)
         i_n, i_t = ca.dot(impulse, normal), ca.dot(impulse, tangent)
-        ineq += [i_n, MU * i_n - i_t, MU * i_n + i_t]
-        ineq.append(ca.dot(m.swing_foot_vel(q[0, :].T, v[0, :].T), normal))  # trailing foot lifts
+        # The LIP's ydd2 = 0 forces an impulse-free touchdown (the COM velocity cannot jump), so a
+        # hard cone would be active at its apex with degenerate multipliers and a useless
+        # gradient; a 1 mN s tolerance keeps it inactive there (impulses are ~10 N s).
+        ineq += [MU * i_n - i_t + IMPULSE_TOL, MU * i_n + i_t + IMPULSE_TOL]
+        # the trailing foot lifts off (or stays: without an impulse its velocity is 0, the same
+        # apex degeneracy as above, hence the 1 mm/s tolerance)
+        ineq.append(ca.dot(m.swing_foot_vel(q[0, :].T, v[0, :].T), normal) + 1e-3)
         if self.spec is not None:
             eq += self._rom_constraints(q, v, tau, p[: self.n_theta], dt)
         g_eq, g_in = ca.vertcat(*eq), ca.vertcat(*ineq)
