@@ -7,6 +7,11 @@ solution of the previous iteration, then re-solved once from itself), and
 steps theta along minus the mean envelope gradient of J / J_full,
 normalised to length ``step`` (the gradients are ~1e5: the authors divide
 by the norm too).  More than 20 % failed tasks halve the step and redo the
+iteration.  Beyond the paper: J(theta) is steep and curved (directional
+derivatives of ~1e5 along the gradient), so a fixed step either crawls or
+overshoots; each step is accepted only if the batch's mean J / J_full
+falls (the same tasks re-solved from their own solutions), else halved up
+to ``MAX_HALVINGS`` times; an accepted step grows by 1.5 for the next
 iteration.  The rows of Theta_e are kept at unit norm after each step: the
 tau cost otherwise rewards shrinking the embedding (digest section 6, item 5).
 """
@@ -23,9 +28,10 @@ from servoloop.locomotion.features import ROM_SPECS, RomSpec, theta0
 from servoloop.locomotion.task import Task
 
 __all__ = ["SPEED_RANGE", "INCLINE_RANGE", "sample_tasks", "held_out_tasks", "solve_task",
-           "LearnResult", "learn", "project"]
+           "resolve_task", "LearnResult", "learn", "project"]
 
 SPEED_RANGE = (0.27, 0.54)        #: m/s (paper, five-link)
+MAX_HALVINGS = 5
 INCLINE_RANGE = (-0.08, 0.08)     #: rad
 
 
@@ -75,6 +81,22 @@ def solve_task(kind: str, theta: np.ndarray, task: Task, warm: np.ndarray | None
             "time_s": time.perf_counter() - t0}
 
 
+def resolve_task(kind: str, theta: np.ndarray, task: Task, warm: np.ndarray, full: float) -> dict:
+    """The ROM step of ``task`` at a trial ``theta``, from ``warm`` (J_full already known)."""
+    from servoloop.locomotion.trajopt import problem
+
+    t0 = time.perf_counter()
+    sol = problem(kind).solve(task, theta, w0=warm)
+    ok = bool(sol.success)
+    return {"ok": ok, "task": task, "full": full, "cost": sol.cost if ok else None,
+            "cost_no_tau": sol.cost_no_tau if ok else None, "grad": sol.grad if ok else None,
+            "w": sol.w if ok else warm, "time_s": time.perf_counter() - t0}
+
+
+def _mean_ratio(results) -> float:
+    return float(np.mean([r["cost"] / r["full"] for r in results]))
+
+
 def project(spec: RomSpec, theta: np.ndarray) -> np.ndarray:
     """theta with each row of Theta_e scaled to unit norm (the embedding's scale is fixed)."""
     te, td = spec.split(theta.copy())
@@ -95,6 +117,7 @@ class LearnResult:
     times_s: list = field(default_factory=list)
     task_times_s: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    accepted: list = field(default_factory=list)
 
 
 def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-4,
@@ -111,6 +134,7 @@ def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-4,
     theta = th0.copy() if theta_init is None else np.asarray(theta_init, float).copy()
     res = LearnResult(kind, theta, th0)
     warm: list = [None] * grid * grid
+    last = None                       # (theta before the last step, its direction, its length)
     halvings = 0
     it = 0
     while it <= iterations:
@@ -119,29 +143,54 @@ def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-4,
         out = [None] * len(tasks)
         for i, r in runner.map(solve_task, [(kind, theta, t, warm[k]) for k, t in enumerate(tasks)]):
             out[i] = r
-        ok = [r for r in out if r["ok"]]
-        failed = len(out) - len(ok)
+        cells = [k for k, r in enumerate(out) if r["ok"]]
+        failed = len(out) - len(cells)
         if failed > 0.2 * len(out):
-            if it == 0 or halvings >= 6:
+            if last is None or halvings >= MAX_HALVINGS:
                 raise RomSolveError(f"rom learn: {failed}/{len(out)} tasks failed at iteration {it}")
-            step, halvings = step / 2, halvings + 1       # back off, redo the iteration
-            theta = prev_theta - step * prev_dir
+            halvings += 1                 # back off along the last step, redo the iteration
+            theta = project(spec, last[0] + last[2] / 2**halvings * last[1])
             continue
         halvings = 0
-        warm = [r["w"] for r in out]
-        res.costs.append(float(np.mean([r["cost"] / r["full"] for r in ok])))
+        ok = [out[k] for k in cells]
+        for k in cells:
+            warm[k] = out[k]["w"]
+        res.costs.append(_mean_ratio(ok))
         res.costs_no_tau.append(float(np.mean([r["cost_no_tau"] / r["full"] for r in ok])))
-        res.times_s.append(time.perf_counter() - t0)
         res.task_times_s += [r["time_s"] for r in out]
         res.failures.append(failed)
         res.steps.append(step)
         if progress is not None:
             progress.set(it, note=f"J/J_full {res.costs[-1]:.3f}")
         if it == iterations:
+            res.times_s.append(time.perf_counter() - t0)
             break
         grad = np.mean([r["grad"] / r["full"] for r in ok], axis=0)
-        prev_theta, prev_dir = theta, grad / max(np.linalg.norm(grad), 1e-300)
-        theta = project(spec, theta - step * prev_dir)
+        direction = -grad / max(np.linalg.norm(grad), 1e-300)
+        before = theta
+        theta, next_step, searched = _line_search(kind, spec, theta, direction, step, ok, runner)
+        if searched is not None:
+            last = (before, direction, next_step / 1.5)
+            for k, r in zip(cells, searched, strict=True):
+                warm[k] = r["w"]
+        res.accepted.append(searched is not None)
+        step = next_step
+        res.times_s.append(time.perf_counter() - t0)
         it += 1
     res.theta = theta
     return res
+
+
+def _line_search(kind, spec, theta, direction, step, batch, runner):
+    """(theta, next step, re-solved batch or None): backtracking on the batch's mean J/J_full."""
+    current = _mean_ratio(batch)
+    for _ in range(MAX_HALVINGS + 1):
+        trial = project(spec, theta + step * direction)
+        items = [(kind, trial, r["task"], r["w"], r["full"]) for r in batch]
+        out = [None] * len(items)
+        for i, r in runner.map(resolve_task, items):
+            out[i] = r
+        if all(r["ok"] for r in out) and _mean_ratio(out) < current:
+            return trial, step * 1.5, out
+        step /= 2
+    return theta, step, None

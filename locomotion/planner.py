@@ -7,7 +7,8 @@ and y at the start of stride j+1 is r(q+_j) with (q+, v+) the impact map
 *with* leg relabelling (the embedding is stance-relative, so the next stride
 sees the mirrored state, digest section 6 item 9).  The first stride starts
 from a periodic full-order gait; the strides' touchdown steps add up to
-the distance.  Cost: the integral of |yd|^2 + |tau|^2.  A plan is not
+the distance.  Cost: the integral of |yd|^2 + |tau|^2 plus a
+weight on uneven steps.  A plan is not
 guaranteed full-order feasible within a stride: IK recovers q at every knot
 afterwards and reports its error and the joint limits (A8).
 """
@@ -28,7 +29,8 @@ from servoloop.locomotion.task import DURATION, Task
 __all__ = ["plan", "inverse_kinematics", "KNOTS_PER_STRIDE"]
 
 KNOTS_PER_STRIDE = 9
-IMPULSE = True  # the touchdown impulse in the friction cone
+IMPULSE = True       # the touchdown impulse in the friction cone
+STEP_WEIGHT = 100.0  #: weight of the steps' deviation from distance / strides [1/m^2]
 _LO = np.array([-1.0, HIP_LIMITS[0], HIP_LIMITS[0], KNEE_LIMITS[0], KNEE_LIMITS[0]])
 _HI = np.array([1.0, HIP_LIMITS[1], HIP_LIMITS[1], KNEE_LIMITS[1], KNEE_LIMITS[1]])
 
@@ -42,7 +44,7 @@ def _embedding(spec, theta):
 
 def _start_state(distance: float, strides: int):
     """A periodic full-order step near the plan's mean speed (the state the plan starts from)."""
-    from servoloop.locomotion.trajopt import N_KNOTS, problem
+    from servoloop.locomotion.trajopt import problem
 
     speed = float(np.clip(distance / strides / 0.746, 0.1, 0.8))
     full = problem("full")
@@ -77,11 +79,19 @@ def plan(model: dict, distance: float, strides: int) -> dict:
     Y = [opti.variable(K, ny) for _ in range(strides)]
     YD = [opti.variable(K, ny) for _ in range(strides)]
     TAU = [opti.variable(K, spec.n_tau) for _ in range(strides)]
-    T = opti.variable(strides)
+    T = [DURATION] * strides            # the duration the model was learned at
     QM = [opti.variable(5) for _ in range(strides)]
     VM = [opti.variable(5) for _ in range(strides)]
     cost, steps = 0, []
-    y_start, yd_start = r(q0, v0)
+    # the first stride starts from a free full-order state with both feet on the ground (the
+    # LIP's COM motion is fixed by its initial state: a fixed start over-determines the plan)
+    Q0, V0 = opti.variable(5), opti.variable(5)
+    opti.subject_to(opti.bounded(_LO, Q0, _HI))
+    opti.subject_to(m.swing_foot(Q0)[1] == 0)
+    opti.subject_to(m.swing_foot(Q0)[0] <= 0)
+    opti.set_initial(Q0, q0)
+    opti.set_initial(V0, v0)
+    y_start, yd_start = r(Q0, V0)
     for j in range(strides):
         dt = T[j] / (K - 1)
         opti.subject_to(Y[j][0, :].T == y_start)
@@ -109,7 +119,6 @@ def plan(model: dict, distance: float, strides: int) -> dict:
         opti.subject_to(opti.bounded(0.1, foot[0], 0.8))
         steps.append(foot[0])
         opti.subject_to(opti.bounded(_LO, QM[j], _HI))
-        opti.subject_to(T[j] == DURATION)   # the duration the model was learned at
         v_plus, impulse = m.impact(QM[j], VM[j])
         opti.subject_to(impulse[1] >= 0) if IMPULSE else None
         opti.subject_to(opti.bounded(-impulse[1], impulse[0], impulse[1])) if IMPULSE else None
@@ -118,9 +127,9 @@ def plan(model: dict, distance: float, strides: int) -> dict:
         opti.set_initial(VM[j], vs_guess[-1])
         opti.set_initial(Y[j], y_guess)
         opti.set_initial(YD[j], yd_guess)
-        opti.set_initial(T[j], 0.746)
     opti.subject_to(sum(steps) == distance)
-    opti.minimize(cost)
+    # even steps: without it the cost in yd and tau alone lets the steps run to their bounds
+    opti.minimize(cost + STEP_WEIGHT * sum((s_ - distance / strides) ** 2 for s_ in steps))
     opti.solver("ipopt", {"expand": True, "print_time": False},
                 {"print_level": 0, "sb": "yes", "max_iter": 3000, "tol": 1e-8})
     t0 = time.perf_counter()
@@ -133,20 +142,22 @@ def plan(model: dict, distance: float, strides: int) -> dict:
     elapsed = time.perf_counter() - t0
     y = np.array([sol.value(Y[j]) for j in range(strides)]).reshape(strides, K, ny)
     qm = np.array([sol.value(QM[j]) for j in range(strides)])
-    q, err = inverse_kinematics(spec, model["theta"], y, qm)
+    q_start = np.array(sol.value(Q0)).ravel()
+    q, err = inverse_kinematics(spec, model["theta"], y, np.vstack([q_start, qm]))
     within = bool(np.all(q >= _LO - 1e-9) and np.all(q <= _HI + 1e-9))
     return {"success": bool(ok and err < 1e-6 and within), "status": status, "distance": distance, "strides": strides,
             "solve_time_s": elapsed, "time_per_step_s": elapsed / strides, "y": y, "q": q,
             "ik_error": float(err), "within_limits": within,
             "steps": [float(sol.value(s)) for s in steps],
-            "durations": [float(x) for x in np.atleast_1d(sol.value(T))]}
+            "durations": list(T)}
 
 
 def inverse_kinematics(spec, theta, y: np.ndarray, q_end: np.ndarray):
     """q (strides, K, 5) with r(q) = y at every knot, within the joint limits.
 
     Each knot minimises |q - q_previous|^2 subject to r(q) = y (4 equations, 5
-    angles); the previous knot's q is the start.  Returns (q, max |r(q) - y|).
+    angles); the previous knot's q is the start.  ``q_end`` (strides + 1, 5): the start
+    state, then each stride's pre-impact state.  Returns (q, max |r(q) - y|).
     """
     qs, ys = ca.SX.sym("q", 5), ca.SX.sym("y", spec.n_y)
     qref = ca.SX.sym("qref", 5)
@@ -160,7 +171,7 @@ def inverse_kinematics(spec, theta, y: np.ndarray, q_end: np.ndarray):
     q = np.zeros((strides, K, 5))
     err = 0.0
     for j in range(strides):
-        prev = q_end[j - 1][[0, 2, 1, 4, 3]] if j else q_end[0]
+        prev = q_end[j][[0, 2, 1, 4, 3]] if j else q_end[0]
         for k in range(K):
             out = solver(x0=prev, p=np.r_[y[j, k], prev], lbx=_LO, ubx=_HI, lbg=0, ubg=0)
             prev = np.array(out["x"]).ravel()

@@ -31,7 +31,15 @@ import numpy as np
 
 from servoloop.locomotion.collocation import midpoint
 from servoloop.locomotion.features import ROM_SPECS, RomSpec, phi_d, phi_e
-from servoloop.locomotion.five_link import HIP_LIMITS, KNEE_LIMITS, SWAP, TOTAL_MASS, U_MAX, G, five_link
+from servoloop.locomotion.five_link import (
+    HIP_LIMITS,
+    KNEE_LIMITS,
+    SWAP,
+    TOTAL_MASS,
+    U_MAX,
+    G,
+    five_link,
+)
 from servoloop.locomotion.task import DURATION, Task
 
 __all__ = ["N_KNOTS", "MU", "W_V", "W_TAU", "StepProblem", "Solution", "problem", "initial_guess"]

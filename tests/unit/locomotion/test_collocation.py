@@ -13,13 +13,13 @@ def test_midpoint_of_a_random_cubic_is_exact():
         c = rng.normal(size=(4, 3))          # y(t) = c0 + c1 t + c2 t^2 + c3 t^3, 3 outputs
         delta = rng.uniform(0.01, 0.3)
 
-        def y(t):
+        def y(t, c=c):
             return c[0] + c[1] * t + c[2] * t**2 + c[3] * t**3
 
-        def yd(t):
+        def yd(t, c=c):
             return c[1] + 2 * c[2] * t + 3 * c[3] * t**2
 
-        def ydd(t):
+        def ydd(t, c=c):
             return 2 * c[2] + 6 * c[3] * t
 
         yc, ydc, yddc = midpoint(y(0), yd(0), y(delta), yd(delta), delta)
