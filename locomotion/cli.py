@@ -26,7 +26,8 @@ def register(sub) -> None:
                     help="run the inner problems on Ray (local: a 2-CPU cluster in this process)")
     lp.add_argument("--workers", type=int, default=None, help="worker processes without Ray")
     lp.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
-    lp.add_argument("--step", type=float, default=1e-3, help="length of each theta step")
+    lp.add_argument("--step", type=float, default=1e-2,
+                    help="length of the first Theta_d step (Theta_e: 1 %% of it; default 0.01)")
     lp.add_argument("--plot", default=None, metavar="PNG", help="plot the learning curve")
     lp.add_argument("--json", action="store_true", help="end with one JSON object")
     lp.set_defaults(func=_guard(_learn))

@@ -40,7 +40,7 @@ def test_projection_keeps_the_embedding_rows_at_unit_norm():
 
 @pytest.fixture(scope="module")
 def serial_run():
-    return learn("4d", 1, SerialRunner(), seed=3, step=1e-4, grid=2)
+    return learn("4d", 1, SerialRunner(), seed=3, step=1e-2, grid=2)
 
 
 def test_one_outer_iteration_lowers_the_batch_cost(serial_run):
@@ -54,7 +54,7 @@ def test_one_outer_iteration_lowers_the_batch_cost(serial_run):
 def test_processes_give_the_same_result_as_in_process(serial_run):
     runner = ProcessRunner(2)
     try:
-        res = learn("4d", 1, runner, seed=3, step=1e-4, grid=2)
+        res = learn("4d", 1, runner, seed=3, step=1e-2, grid=2)
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
@@ -67,7 +67,7 @@ def test_ray_gives_the_same_result_as_in_process(serial_run):
 
     runner = RayRunner("local")
     try:
-        res = learn("4d", 1, runner, seed=3, step=1e-4, grid=2)
+        res = learn("4d", 1, runner, seed=3, step=1e-2, grid=2)
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
