@@ -8,6 +8,7 @@ line naming it and exit code 2; a learning run that cannot go on, exit 1.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 __all__ = ["register"]
@@ -39,6 +40,9 @@ def register(sub) -> None:
     ep.add_argument("--workers", type=int, default=None)
     ep.add_argument("--json", action="store_true", help="print the benchmark JSON form")
     ep.set_defaults(func=_guard(_evaluate))
+    # "--inclines -0.08,0,0.08": argparse takes a word starting with "-" for an option unless
+    # it looks like one negative number; let it see a comma-separated list of numbers too
+    ep._negative_number_matcher = re.compile(r"^-\d*\.?\d+(e[-+]?\d+)?(,[-+]?\d*\.?\d+(e[-+]?\d+)?)*$")
     pp = rsub.add_parser("plan", help="plan a walk of DISTANCE metres in STRIDES strides")
     pp.add_argument("--model", default="builtin:five_link_4d")
     pp.add_argument("--distance", type=float, default=2.0, help="metres (default 2)")

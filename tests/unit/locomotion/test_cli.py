@@ -18,6 +18,8 @@ from servoloop.cli import main  # noqa: E402
      "--speeds: 'fast' is not a number"),
     (["rom", "evaluate", "--model", "builtin:five_link_2d", "--speeds", "5"], "task speed 5.0 m/s"),
     (["rom", "evaluate", "--model", "builtin:five_link_4d", "--inclines", "nan"], "--inclines: 'nan' is not finite"),
+    (["rom", "evaluate", "--model", "builtin:five_link_4d", "--speeds", "9",   # a negative list
+      "--inclines", "-0.08,0,0.08"], "task speed 9.0 m/s"),
     (["rom", "learn", "--model", "2d", "--iterations", "-1", "--out", "x.json"], "--iterations -1"),
     (["rom", "plan", "--strides", "11"], "--strides 11: must lie in 1..10"),
 ])
