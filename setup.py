@@ -34,7 +34,7 @@ NAMESPACE = "servoloop"
 #: root folders installed as ``servoloop.<folder>`` (``servoloop/`` itself holds
 #: the namespace's ``__init__`` and the CLI)
 FOLDERS = ("firmware_bridge", "virtual_bus", "core_cy", "controller", "calibration",
-           "robots", "bench", "experiments")
+           "robots", "bench", "experiments", "locomotion")
 COMPILED_PACKAGES = ("core_cy", "firmware_bridge", "controller", "virtual_bus")
 # -O3 but never -ffast-math: the oracle tests compare to 1e-9 and the
 # contact solvers rely on IEEE semantics for sign(0) and NaN checks.

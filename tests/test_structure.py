@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ("firmware_bridge", "virtual_bus", "core_cy", "controller", "calibration", "robots")
-PACKAGES = (*LIBRARY, "bench", "experiments")
+PACKAGES = (*LIBRARY, "bench", "experiments", "locomotion")
 
 #: package -> the servoloop packages it must not import (ARCHITECTURE.md "Layout")
 FORBIDDEN = {
@@ -27,6 +27,9 @@ FORBIDDEN = {
     "controller": ("calibration", "experiments"),
     "calibration": ("experiments",),
     "robots": ("firmware_bridge", "virtual_bus", "core_cy", "controller", "calibration", "experiments"),
+    # reduced-order walking models: the kernels and numpy/scipy/casadi only (and the CLI's progress bar)
+    "locomotion": ("firmware_bridge", "virtual_bus", "controller", "calibration", "robots", "bench",
+                   "experiments"),
 }
 
 _CIMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import|c?import\s+([\w.]+))", re.M)
@@ -68,6 +71,13 @@ def _violations(package: str, banned) -> list[str]:
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_layer_rules(package):
     assert _violations(package, FORBIDDEN[package]) == []
+
+
+def test_only_the_cli_imports_locomotion():
+    """locomotion (casadi, Ray) is a leaf: no package imports it; servoloop/cli.py names it."""
+    bad = [v for package in PACKAGES if package != "locomotion"
+           for v in _violations(package, ("locomotion",))]
+    assert bad == []
 
 
 def test_layer_rule_detects_a_violation(tmp_path, monkeypatch):

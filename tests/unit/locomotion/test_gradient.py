@@ -1,0 +1,41 @@
+"""A6: the envelope gradient of J(theta) (IPOPT's parameter multipliers) against central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("casadi")
+
+from servoloop.locomotion.features import ROM_SPECS, theta0  # noqa: E402
+from servoloop.locomotion.task import Task  # noqa: E402
+from servoloop.locomotion.trajopt import problem  # noqa: E402
+
+TASKS = [Task(0.3, 0.05), Task(0.45, -0.04), Task(0.5, 0.02)]
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.case)
+def test_envelope_gradient_matches_central_differences(task):
+    P, F = problem("4d"), problem("full")
+    th = theta0(ROM_SPECS["4d"])
+    sol = P.solve(task, th, w0=P.pack(F.unpack(F.solve(task).w)))
+    assert sol.success
+    rng = np.random.default_rng(hash(task.case) % 2**32)
+    eps = 1e-7
+    for _ in range(2 if task != TASKS[0] else 5):
+        d = rng.normal(size=th.size)
+        d /= np.linalg.norm(d)
+        plus = P.solve(task, th + eps * d, w0=sol.w, lam=(sol.lam_g, sol.lam_x))
+        minus = P.solve(task, th - eps * d, w0=sol.w, lam=(sol.lam_g, sol.lam_x))
+        assert plus.success and minus.success
+        fd = (plus.cost - minus.cost) / (2 * eps)
+        assert fd == pytest.approx(sol.grad @ d, rel=1e-3, abs=1e-3 * np.linalg.norm(sol.grad) * 1e-3)
+
+
+def test_gradient_points_downhill_for_a_small_step():
+    P, F = problem("4d"), problem("full")
+    task = Task(0.4, 0.0)
+    th = theta0(ROM_SPECS["4d"])
+    sol = P.solve(task, th, w0=P.pack(F.unpack(F.solve(task).w)))
+    step = P.solve(task, th - 1e-5 * sol.grad / np.linalg.norm(sol.grad), w0=sol.w)
+    assert step.success and step.cost < sol.cost
