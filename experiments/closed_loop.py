@@ -34,12 +34,16 @@ class TorquePlant:
     config : SimConfig (mode, dt, friction, law)
     joints : (n_joints,) initial joint angles [rad], model order; placed standing on the ground
     substeps : simulator steps per control tick
+    servo : servo model name (e.g. "AX-18A") at every joint, default the config's
+    drive : "torque" (the servos are torque sources, as current-mode servos) or "offset"
+        (position servos; a torque reaches the joint as the goal offset of seed 000's law
+        inverted, ``goal = q + (tau + k_d dq) / k_p``, as the daemon sends it)
     """
 
     def __init__(self, urdf, config: SimConfig | None = None, joints=None, substeps: int = 1,
-                 servo=None):
-        from servoloop.firmware_bridge.control_table import get_table
+                 servo=None, drive: str = "torque"):
         from servoloop.core_cy.sim.model import simulator_servo_model
+        from servoloop.firmware_bridge.control_table import get_table
 
         config = config or SimConfig()
         if servo is not None:
@@ -51,12 +55,18 @@ class TorquePlant:
         self.substeps = int(substeps)
         self.dt = config.dt * self.substeps
         self.sim.reset(joints)
+        if drive not in ("torque", "offset"):
+            raise ValueError(f"TorquePlant.drive: {drive!r}; choose torque or offset")
+        self.drive = drive
         core = self.sim._core
-        core.servo_array("drive")[0][:] = 2      # torque source
+        core.servo_array("drive")[0][:] = 2 if drive == "torque" else 0
         self._command = core.servo_array("command")[0]
         self._goal = self.sim.q[7:].copy()
         self.base = BaseState()
-        self.armature = np.array([s.armature_kg_m2 for s in config.servos(self.sim.n_joints)])
+        servos = config.servos(self.sim.n_joints)
+        self.armature = np.array([s.armature_kg_m2 for s in servos])
+        self._kp = np.array([s.kp_nm_per_rad for s in servos])
+        self._kd = np.array([s.kd_nm_s_per_rad for s in servos])
         self.t = 0.0
 
     @property
@@ -69,7 +79,10 @@ class TorquePlant:
 
     def step(self, tau) -> None:
         """Apply joint torques (n_joints,) [N m], model order, for one control tick."""
-        self._command[:] = tau
+        if self.drive == "torque":
+            self._command[:] = tau
+        else:
+            self._goal[:] = self.sim.q[7:] + (np.asarray(tau) + self._kd * self.sim.v[6:]) / self._kp
         self.sim.step(self._goal, True, n_steps=self.substeps)
         self.t += self.dt
 

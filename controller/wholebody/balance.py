@@ -90,10 +90,18 @@ class BalanceCore:
     variant : "lcp_coulomb" | "qp" | "lcp_noslip"
     mu : float, friction coefficient the ID assumes (``inf``: no friction limit)
     gains : Gains
+    plane : "stance" (default) or "world".  The ID's stabilised contact rows ask an open
+        gap ``phi`` to close within the step (``n^T v+ >= -phi / dt``): 0.1 mm of base
+        height error would ask for 0.1 m/s of approach and a huge acceleration.  With
+        "stance" the ground plane passes through the highest stance foot, the
+        Baumgarte term is off and the base twist given to the ID is the one that keeps
+        the stance feet still, so the declared stance feet are in contact, at rest,
+        whatever the estimate's error or the ground's compliance; "world" is the plane z = 0 with the simulator's
+        stabilisation (the true state, as in the seed 003 experiment).
     """
 
     def __init__(self, robot: WholeBodyRobot, dt: float, variant: str = "lcp_coulomb",
-                 mu: float = 0.8, gains: Gains | None = None) -> None:
+                 mu: float = 0.8, gains: Gains | None = None, plane: str = "stance") -> None:
         from servoloop.core_cy.inverse_dynamics import WarmStart
 
         self.robot = robot
@@ -109,6 +117,9 @@ class BalanceCore:
         self.forces = np.zeros((0, 3))
         self.failures = 0
         self.last_error = ""
+        if plane not in ("stance", "world"):
+            raise ValueError(f"BalanceCore.plane: {plane!r}; choose stance or world")
+        self.plane = plane
         self._warm = WarmStart()
         self._warm_key = None
 
@@ -132,12 +143,12 @@ class BalanceCore:
         for i, foot in enumerate(r.feet):
             if tg.stance[i]:
                 for p in foot.points:
-                    J = r.point_jacobian(q, foot.body, p)
+                    J = r.point_jacobian(q, foot.body, p, foot.radius)
                     rows.append(g.w_contact * J)
                     rhs.append(g.w_contact * (-g.contact_kd * (J @ v)))
             else:
-                J = r.point_jacobian(q, foot.body, foot.center)
-                x = r.point_world(foot.body, foot.center)
+                J = r.point_jacobian(q, foot.body, foot.center, foot.radius)
+                x = r.foot_position(foot)
                 a = (tg.swing_acceleration[i] + g.swing_kp * (tg.swing_position[i] - x)
                      + g.swing_kd * (tg.swing_velocity[i] - J @ v))
                 rows.append(g.w_swing * J)
@@ -166,9 +177,24 @@ class BalanceCore:
             self._warm.active = []
             self._warm_key = key
         contacts = r.contact_subset(stance)
+        extra = {}
+        if self.plane == "stance" and np.any(stance):
+            from servoloop.core_cy.sim.model import Ground
+
+            r.kinematics(q)
+            top = max(r.point_world(f.body, p)[2] - f.radius
+                      for f, on in zip(r.feet, stance, strict=True) if on for p in f.points)
+            extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0}
+            # the nearest velocity that keeps the stance feet still: a foot sinking into
+            # soft ground, legs splaying or an estimate's velocity error must not read as an
+            # impact the contacts stop within one tick
+            J = np.vstack([r.point_jacobian(q, f.body, p, f.radius)
+                           for f, on in zip(r.feet, stance, strict=True) if on for p in f.points])
+            v = v - np.linalg.lstsq(J, J @ v, rcond=None)[0]
         try:
             res = solve(r.model, r.data, q, v, qdd, contacts, self.mu, self.variant, dt=self.dt,
-                        armature=r.armature, warm=self._warm if self.variant == "lcp_noslip" else None)
+                        armature=r.armature, warm=self._warm if self.variant == "lcp_noslip" else None,
+                        **extra)
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

@@ -71,9 +71,11 @@ class Foot:
     ----------
     link : str, the link's name
     body : int, model body the link is fixed to
-    points : (p, 3) contact points in the body frame [m] (sphere: its lowest point when level)
+    points : (p, 3) contact points in the body frame [m] (sphere centres, box corners)
     index : (p,) int, rows of those points in the robot's contact list
-    center : (3,) the points' mean in the body frame [m], the foot's reference point
+    center : (3,) the points' mean in the body frame [m] (a sphere's centre)
+    radius : m, the largest sphere radius of the foot (0 for box corners); the foot's
+        reference point is ``radius`` below ``center`` in the world (where a ball touches)
     """
 
     link: str
@@ -81,6 +83,7 @@ class Foot:
     points: np.ndarray
     index: np.ndarray
     center: np.ndarray
+    radius: float = 0.0
 
 
 class WholeBodyRobot:
@@ -136,10 +139,9 @@ class WholeBodyRobot:
         for link in feet:
             rows = np.array([i for i, nm in enumerate(link_names) if nm == link], dtype=np.intp)
             pts = np.asarray(contacts.position, dtype=float)[rows].copy()
-            # a sphere touches with its bottom: the point the foot stands on
-            pts[:, 2] -= np.asarray(contacts.radius, dtype=float)[rows]
+            radius = float(np.asarray(contacts.radius, dtype=float)[rows].max())
             body = int(contacts.body[rows[0]])
-            self.feet.append(Foot(link, body, pts, rows, pts.mean(axis=0)))
+            self.feet.append(Foot(link, body, pts, rows, pts.mean(axis=0), radius))
         self.armature = np.zeros(self.na)
         if armature is not None:
             self.armature[self.idx] = armature
@@ -177,19 +179,28 @@ class WholeBodyRobot:
         """World position (3,) of a point fixed in ``body`` (after :meth:`kinematics`)."""
         return self.data.rotation_body_to_world[body] @ p_local + self.data.position_body_in_world[body]
 
-    def point_jacobian(self, q, body: int, p_local) -> np.ndarray:
-        """World-axes linear Jacobian (3, nv) of a point fixed in ``body`` (after kinematics)."""
+    def point_jacobian(self, q, body: int, p_local, radius: float = 0.0) -> np.ndarray:
+        """World-axes linear Jacobian (3, nv) of a point of ``body`` (after kinematics).
+
+        The point is ``p_local`` (body frame) lowered by ``radius`` along world z: the
+        touching point of a ball of that radius, as the contact ID and the simulator
+        take it (a rolling ball's centre moves while its touching point stays).
+        """
         from servoloop.core_cy import frame_jacobian
 
         J = frame_jacobian(self.model, self.data, q, body, "local_world_aligned", out=self._jac)
         r = self.data.rotation_body_to_world[body] @ p_local
+        r[2] -= radius
         # v_p = v_o + w x r = v_o - r x w
         rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
         return J[:3] - rx @ J[3:]
 
     def foot_position(self, foot: Foot) -> np.ndarray:
-        """World position (3,) of a foot's reference point (after :meth:`kinematics`)."""
-        return self.point_world(foot.body, foot.center)
+        """World position (3,) of a foot's reference point, ``radius`` below its centre
+        (after :meth:`kinematics`)."""
+        p = self.point_world(foot.body, foot.center)
+        p[2] -= foot.radius
+        return p
 
     def contact_subset(self, feet_mask):
         """ContactPoints of the feet where ``feet_mask`` (len(feet),) is True."""
