@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "servoloop.virtual_bus.cli",           # virtual-bus
     "servoloop.calibration.cli",           # calibrate
     "servoloop.bench.cli",                 # bench
+    "servoloop.experiments.cli",           # experiment
 )
 
 
