@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import sys
 
 __all__ = ["add_arguments", "main", "print_table"]
@@ -43,8 +45,24 @@ def main(args) -> dict:
         if not quiet:
             print(f"  running {name} ...", file=sys.stderr, flush=True)
 
-    return seed003.run(args.seconds, tuple(args.ground or seed003.GROUNDS), mus,
-                       tuple(args.controller or seed003.CONTROLLERS), progress)
+    with _stdout_to_stderr():
+        return seed003.run(args.seconds, tuple(args.ground or seed003.GROUNDS), mus,
+                           tuple(args.controller or seed003.CONTROLLERS), progress)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send file descriptor 1 to stderr meanwhile: the QP backend (HiGHS) prints its banner
+    from C, which would corrupt ``--json``."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def print_table(rep: dict) -> None:

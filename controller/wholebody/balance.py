@@ -182,9 +182,13 @@ class BalanceCore:
             from servoloop.core_cy.sim.model import Ground
 
             r.kinematics(q)
-            top = max(r.point_world(f.body, p)[2] - f.radius
-                      for f, on in zip(r.feet, stance, strict=True) if on for p in f.points)
-            extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0}
+            # each stance foot's lowest point; the plane through the highest of those
+            top = max(min(r.point_world(f.body, p)[2] for p in f.points) - f.radius
+                      for f, on in zip(r.feet, stance, strict=True) if on)
+            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
+            # higher than that (a box's top corners, a tilted sole's heel) take no force
+            extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
+                     "margin": 1e-3}
             # the nearest velocity that keeps the stance feet still: a foot sinking into
             # soft ground, legs splaying or an estimate's velocity error must not read as an
             # impact the contacts stop within one tick
