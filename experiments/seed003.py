@@ -52,9 +52,9 @@ CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag
 GROUNDS = ("rigid", "compliant")
 MUS = (0.1, math.inf)
 #: the simulator's "infinite" friction: the compliant law needs a finite coefficient, and the
-#: rigid PGS with unbounded friction lets a trotting robot fall where mu = 10 (never reached
+#: rigid PGS with unbounded friction lets a trotting robot fall where mu = 2 (never reached
 #: by a foot here: |f_t| / f_n stays below 1) does not
-MU_INF = 10.0
+MU_INF = 2.0
 SPEED_MPS = 0.2
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0

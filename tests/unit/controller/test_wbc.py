@@ -114,7 +114,7 @@ def test_trot_walks_forward_at_the_speed_set_over_the_socket():
 
 @pytest.mark.parametrize("mode", ["rigid", "compliant"])
 def test_trot_does_not_fall_at_infinite_friction(mode):
-    # "infinite" = MU_INF (10): the simulator's rigid PGS with unbounded friction is not
+    # "infinite" = MU_INF (2): the simulator's rigid PGS with unbounded friction is not
     # usable (experiments/seed003.py), and no foot here asks for |f_t| / f_n > 1
     sim = SimConfig(mode=mode, dt=1e-3, rigid=RigidSettings(mu=MU_INF),
                     law=ContactLaw(mu_static=MU_INF, mu_dynamic=MU_INF))
