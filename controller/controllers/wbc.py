@@ -27,6 +27,8 @@ params (all optional; defaults work on the built-in quadruped):
 - ``height``: base height [m] (default: at the end of startup);
 - ``posture``: ``{joint: rad}`` (default: the last ``startup.via`` pose, else
   the pose at the start);
+- ``torque_filter_hz``: low-pass cutoff of the torques sent (default 40 at loops of
+  500 Hz and faster, else 0: none);
 - gains ``base_kp``, ``base_kd``, ``rot_kp``, ``rot_kd``, ``swing_kp``,
   ``swing_kd``, ``posture_kp``, ``posture_kd`` (1/s^2, 1/s).
 
@@ -59,7 +61,7 @@ GOAL_RANGE = {"x": 0.5, "y": 0.5, "z": 0.1, "roll": 0.5, "pitch": 0.5, "yaw": ma
 
 class WbcController(Controller):
     name = "wbc"
-    param_keys = ("variant", "mu", "feet", "height", "posture") + GAIN_KEYS
+    param_keys = ("variant", "mu", "feet", "height", "posture", "torque_filter_hz") + GAIN_KEYS
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params)
@@ -79,6 +81,11 @@ class WbcController(Controller):
         self._pose = np.zeros(6)              # x y z roll pitch yaw of the base goal
         self._standing = np.zeros(6)          # the pose found when the run began
         self.running = False
+        self._tau = np.zeros(ctx.n)
+        # default on at fast loops only (measured at 1 kHz on the quadruped; at the humanoid's
+        # 200 Hz a 40 Hz filter's lag tips it over)
+        cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
+        self._alpha = 1.0 if cutoff <= 0 else 1.0 - math.exp(-2.0 * math.pi * cutoff * ctx.dt)
         self._servo_setup()
 
     # -- setup ------------------------------------------------------------
@@ -192,6 +199,13 @@ class WbcController(Controller):
         for k in GAIN_KEYS:
             if k in params and not _number(params[k], f"{self.name}.{k}") >= 0:
                 raise ControllerParamError(f"{self.name}.{k} must be >= 0, got {params[k]}")
+        if "torque_filter_hz" in params:
+            f = _number(params["torque_filter_hz"], f"{self.name}.torque_filter_hz")
+            if not 0.0 <= f <= 0.5 / self.ctx.dt:
+                raise ControllerParamError(f"{self.name}.torque_filter_hz must be in [0, "
+                                           f"{0.5 / self.ctx.dt:g}] Hz (Nyquist), got {f}")
+            if not initial:
+                raise ControllerParamError(f"{self.name}.torque_filter_hz can only be set in the config")
         if "height" in params and params["height"] is not None:
             h = _number(params["height"], f"{self.name}.height")
             if not 0.0 < h < 5.0:
@@ -293,6 +307,10 @@ class WbcController(Controller):
             self.begin_run(q, v)
         tg = self.targets_for(t, q, v)
         tau = self.core.step(q, v, tg)
+        # first-order low-pass: the state is a tick old on a bus, and the ID's torques
+        # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow
+        self._tau += self._alpha * (tau - self._tau)
+        tau = self._tau
         command.effort[:] = tau
         np.multiply(state.velocity, self._advance, out=command.position)
         command.position += state.position

@@ -127,8 +127,9 @@ def test_trot_does_not_fall_at_infinite_friction(mode):
 def test_humanoid_wbc_stands_and_rejects_a_push_through_position_servo_offsets():
     # AX-18A position servos: the torque reaches the joint as a goal offset (seed 000's
     # law inverted), at the humanoid's 200 Hz loop
-    rig = Rig("humanoid", "wbc", sim=SimConfig(mode="rigid", dt=1e-3), drive="offset",
-              servo="AX-18A")
+    pose = builtin_config("humanoid").controller.params["pose"]      # knees bent
+    rig = Rig("humanoid", "wbc", {"posture": pose}, sim=SimConfig(mode="rigid", dt=1e-3),
+              drive="offset", servo="AX-18A")
     rig.run(1.0)
     assert rig.max_tilt < 1.0
     rig.plant.push((0.3, 0.0, 0.0))                       # 0.3 N s forward on 1.7 kg
