@@ -249,18 +249,23 @@ class WbcController(Controller):
                 raise ControllerParamError(f"{self.name} goal: unknown key {k!r}; the base pose "
                                            f"takes {', '.join(POSE_KEYS)} (m, rad)")
             out[k] = _number(v, f"{self.name} goal {k}")
+        if self.running:        # the range is around the pose found when the run began
+            self._check_range(out)
         return out
 
     def apply_goal(self, goal: dict) -> None:
+        self._check_range(goal)
+        for k, v in goal.items():
+            self._pose[POSE_KEYS.index(k)] = v
+        self._set_base_targets()
+
+    def _check_range(self, goal: dict) -> None:
         for k, v in goal.items():
             i = POSE_KEYS.index(k)
             lo, hi = self._standing[i] - GOAL_RANGE[k], self._standing[i] + GOAL_RANGE[k]
             if not lo <= v <= hi:
                 raise ControllerParamError(f"{self.name} goal {k} = {v:.4f} is outside "
                                            f"[{lo:.4f}, {hi:.4f}] (the standing pose +- {GOAL_RANGE[k]})")
-        for k, v in goal.items():
-            self._pose[POSE_KEYS.index(k)] = v
-        self._set_base_targets()
 
     def _set_base_targets(self) -> None:
         from servoloop.controller.wholebody.robot import rpy_to_matrix
