@@ -9,9 +9,9 @@
 - :func:`ppm`: the modified principal pivoting method I (seed 003 Alg. 2)
   for PSD LCPs, warm-started from a previous active set.
 
-Lemke and PPM are NumPy (dense tableaux of at most a few dozen rows, called
-once per control tick by :mod:`core_cy.inverse_dynamics`); failures raise
-:class:`LCPError` with the largest constraint violation in ``residual``.
+Lemke and PPM are compiled (``_pivot.pyx``, nogil, cimported by the
+compiled inverse dynamics); failures raise :class:`LCPError` with the
+largest constraint violation in ``residual``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from servoloop.core_cy.contact import _kernels as _k
+from servoloop.core_cy.contact import _pivot
 from servoloop.core_cy.contact.laws import CONES
 from servoloop.core_cy.errors import CoreError
 
 __all__ = ["LCPError", "LCPResult", "solve_lcp_pgs", "lemke", "lemke_regularized", "ppm"]
 
 #: Tikhonov terms tried in turn by :func:`lemke_regularized` (Moby's ladder)
-REGULARIZATION_LADDER = (0.0, 1e-20, 1e-16, 1e-12, 1e-8, 1e-4)
+REGULARIZATION_LADDER = _pivot.LADDER
 
 
 class LCPError(CoreError, ArithmeticError):
@@ -92,7 +93,8 @@ def solve_lcp_pgs(W, b, mu, warm_start=None, max_iter: int = 100, tol: float = 1
 
 
 # --------------------------------------------------------------------------
-# Lemke (seed 003 digest §4): complementary pivoting with covering vector 1
+# Lemke (seed 003 digest §4): complementary pivoting with covering vector 1,
+# compiled in core_cy/contact/_pivot.pyx (the inverse dynamics cimports it)
 def lemke(Q, r, max_iter: int | None = None, tol: float | None = None):
     """Solve the LCP w = Q z + r >= 0, z >= 0, z^T w = 0 by Lemke's method.
 
@@ -114,47 +116,20 @@ def lemke(Q, r, max_iter: int | None = None, tol: float | None = None):
     Ties in the ratio test go to the artificial variable first (it ends the
     run), then to the lowest row.
     """
-    Q = np.asarray(Q, dtype=float)
-    r = np.asarray(r, dtype=float)
+    Q = np.ascontiguousarray(Q, dtype=float)
+    r = np.ascontiguousarray(r, dtype=float)
     n = r.shape[0]
-    if n == 0 or r.min() >= 0.0:
-        return np.zeros(n), r.copy(), 0
+    if Q.shape != (n, n):
+        raise ValueError(f"lemke: Q must be ({n}, {n}) for r of length {n}, got {Q.shape}")
     max_iter = max_iter or max(1000, 50 * n)  # Moby's cap is min(1000, 50n); ours is looser
-    scale = max(1.0, np.abs(Q).max(), np.abs(r).max())
+    scale = max(1.0, np.abs(Q).max(initial=0.0), np.abs(r).max(initial=0.0))
     tol = tol or n * 1e-13 * scale
-    # tableau [I, -Q, -1 | r] over the variables (w_1..w_n, z_1..z_n, z0)
-    T = np.hstack([np.eye(n), -Q, -np.ones((n, 1)), r[:, None]])
-    basis = np.arange(n)
-    z0 = 2 * n
-    row = int(np.argmin(r))
-    entering = z0
-    for it in range(1, max_iter + 1):
-        if it > 1:
-            col = T[:, entering]
-            pos = col > tol
-            if not pos.any():
-                raise LCPError(f"Lemke: ray termination after {it - 1} pivots "
-                               "(no solution from this start)", float(-r.min()))
-            ratios = np.full(n, np.inf)
-            ratios[pos] = T[pos, -1] / col[pos]
-            best = ratios.min()
-            ties = np.flatnonzero(ratios <= best + tol * max(1.0, abs(best)))
-            art = ties[basis[ties] == z0]
-            row = int(art[0]) if art.size else int(ties[0])
-        T[row] /= T[row, entering]
-        others = np.arange(n) != row
-        T[others] -= np.outer(T[others, entering], T[row])
-        leaving = basis[row]
-        basis[row] = entering
-        if leaving == z0:
-            break
-        entering = leaving + n if leaving < n else leaving - n
-    else:
+    z, w, rc = _pivot.lemke_np(Q, r, 0.0, int(max_iter), float(tol))
+    if rc == -1:
+        raise LCPError("Lemke: ray termination (no solution from this start)", float(-r.min()))
+    if rc < 0:
         raise LCPError(f"Lemke: no solution within {max_iter} pivots", float(-r.min()))
-    x = np.zeros(2 * n + 1)
-    x[basis] = T[:, -1]
-    z = np.maximum(x[n:2 * n], 0.0)
-    return z, Q @ z + r, it
+    return z, w, rc
 
 
 def lemke_regularized(Q, r):
@@ -170,31 +145,18 @@ def lemke_regularized(Q, r):
     ------
     LCPError when even eps = 1e-4 gives no answer.
     """
-    Q = np.asarray(Q, dtype=float)
-    r = np.asarray(r, dtype=float)
-    n = r.shape[0]
-    tol = max(np.abs(Q).max() if n else 0.0, 1.0) * n * np.finfo(float).eps * 1e4
-    tol = max(tol, 1e-9 * max(1.0, np.abs(r).max() if n else 1.0))
-    last = None
-    total = 0
-    for eps in REGULARIZATION_LADDER:
-        try:
-            z, _, it = lemke(Q + eps * np.eye(n), r)
-        except LCPError as e:
-            last = e
-            continue
-        total += it
-        w = Q @ z + r
-        if z.min() >= -tol and w.min() >= -tol and np.abs(z * w).max() < tol * max(1.0, z.max()):
-            return z, w, total, eps
-        last = LCPError("Lemke: result fails the complementarity check",
-                        float(max(-w.min(), np.abs(z * w).max())))
-    raise LCPError(f"Lemke: no solution even with regularisation 1e-4 ({last})",
-                   getattr(last, "residual", float("nan")))
+    Q = np.ascontiguousarray(Q, dtype=float)
+    r = np.ascontiguousarray(r, dtype=float)
+    z, w, rc, eps, piv, res = _pivot.lemke_ladder_np(Q, r)
+    if rc != 0:
+        why = {-1: "ray termination", -2: "pivot limit"}.get(rc, "fails the complementarity check")
+        raise LCPError(f"Lemke: no solution even with regularisation 1e-4 (last try: {why})",
+                       float(res) if res >= 0 else float(-r.min()))
+    return z, w, piv, eps
 
 
 # --------------------------------------------------------------------------
-# principal pivoting (seed 003 Alg. 2)
+# principal pivoting (seed 003 Alg. 2), compiled in core_cy/contact/_pivot.pyx
 def ppm(Q, r, active=(), tol: float | None = None, max_iter: int | None = None):
     """Alg. 2 (modified PPM I) for the PSD LCP w = Q z + r, warm-started.
 
@@ -205,38 +167,19 @@ def ppm(Q, r, active=(), tol: float | None = None, max_iter: int | None = None):
         paper's "non-basic" set, erratum E9); if a solution with that set
         exists it is the one returned, so the answer does not jump between
         calls (§4.6)
-    tol : default 1e-10 max(1, |Q|, |r|); max_iter : default 4 n + 10
+    tol : default 1e-10 max(1, |Q|, |r|); max_iter : ignored (4 n + 10)
 
     Returns
     -------
-    (z, w, iterations, active) or None when it cycles or stalls (the caller
-    then falls back to :func:`lemke`).  The sub-block Q[a, a] may be
-    singular (rank(Q) < |a|, erratum E9): least squares, then a check.
+    (z, w, iterations, active) or None when a sub-block Q[a, a] is singular
+    (rank(Q) < |a|, erratum E9), it cycles or stalls (the caller then falls
+    back to :func:`lemke`).
     """
-    n = r.shape[0]
+    Q = np.ascontiguousarray(Q, dtype=float)
+    r = np.ascontiguousarray(r, dtype=float)
     scale = max(1.0, np.abs(Q).max(initial=0.0), np.abs(r).max(initial=0.0))
     tol = tol or 1e-10 * scale
-    if n == 0 or r.min() >= -tol:
-        return np.zeros(n), r.copy(), 0, []
-    act = [int(i) for i in active if 0 <= int(i) < n] or [int(np.argmin(r))]
-    seen = set()
-    for it in range(1, (max_iter or 4 * n + 10) + 1):
-        key = tuple(sorted(act))
-        if key in seen:
-            return None
-        seen.add(key)
-        z = np.zeros(n)
-        if act:
-            z[act] = np.linalg.lstsq(Q[np.ix_(act, act)], -r[act], rcond=1e-12)[0]
-        w = Q @ z + r
-        if act and z[act].min() < -tol:
-            act.remove(act[int(np.argmin(z[act]))])
-            continue
-        if act and np.abs(w[act]).max() > tol:
-            return None                     # singular block with no exact solution
-        free = np.setdiff1d(np.arange(n), act)
-        if free.size and w[free].min() < -tol:
-            act.append(int(free[np.argmin(w[free])]))
-            continue
-        return np.maximum(z, 0.0), w, it, sorted(act)
-    return None
+    z, w, it, act = _pivot.ppm_np(Q, r, list(active), float(tol))
+    if it < 0:
+        return None
+    return z, w, max(it, 0), [int(i) for i in np.flatnonzero(act)]

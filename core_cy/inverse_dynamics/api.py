@@ -3,31 +3,32 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 import numpy as np
 
 from servoloop.core_cy.dynamics._dynamics import Data, Model
 from servoloop.core_cy.inverse_dynamics.coulomb import solve_coulomb
 from servoloop.core_cy.inverse_dynamics.noslip import solve_noslip
-from servoloop.core_cy.inverse_dynamics.problem import (
-    NB,
-    ContactProblem,
-    WarmStart,
-    build_problem,
-)
+from servoloop.core_cy.inverse_dynamics.problem import NB, ContactProblem, ContactSet, WarmStart
 from servoloop.core_cy.inverse_dynamics.qp import solve_qp
 from servoloop.core_cy.inverse_dynamics.qp_backend import DEFAULT_QP_SOLVER
 from servoloop.core_cy.inverse_dynamics.result import Diagnostics, Result
-from servoloop.core_cy.sim.model import Ground
+from servoloop.core_cy.inverse_dynamics.workspace import ContactInverseDynamics
+from servoloop.core_cy.sim.model import ContactPoints, Ground
 
-__all__ = ["VARIANTS", "solve", "solve_problem"]
+__all__ = ["VARIANTS", "solve", "solve_problem", "workspace"]
 
 VARIANTS = ("qp", "lcp_noslip", "lcp_coulomb")
 
 
 def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = DEFAULT_QP_SOLVER,
                   warm: WarmStart | None = None) -> Result:
-    """Solve a :class:`ContactProblem` built by :func:`build_problem`."""
+    """The NumPy reference: solve a :class:`ContactProblem` built by :func:`build_problem`.
+
+    Kept for the tests (the compiled path is :func:`solve`); ``solver`` is the
+    qpsolvers backend of the QP variant and the §4.5 fallback.
+    """
     t0 = time.perf_counter()
     if p.k == 0:   # every contact past the margin: free flight
         A, d_b = p.base_terms()
@@ -72,15 +73,56 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = DEFAULT_
     return Result(tau, forces, qdd, p.v + p.dt * qdd, variant, d)
 
 
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 32     # e.g. every stance subset of four feet, for two variants
+
+
+def workspace(model: Model, contacts, mu=0.8, variant: str = "qp", *, dt: float = 1e-3,
+              ground: Ground | None = None, baumgarte: float = 0.2, margin: float = 0.005,
+              armature=0.0) -> ContactInverseDynamics:
+    """The cached :class:`ContactInverseDynamics` for these arguments (built on first use).
+
+    At most 32 are kept (least recently used dropped); ``mu`` and ``ground``
+    are set on the cached one (a controller may move the plane every tick),
+    the other arguments select it.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if isinstance(contacts, ContactPoints):
+        ckey = ("pts", np.asarray(contacts.body).tobytes(),
+                np.asarray(contacts.position, dtype=float).tobytes(),
+                np.asarray(contacts.radius, dtype=float).tobytes())
+    elif isinstance(contacts, ContactSet):
+        ckey = ("set", contacts.body.tobytes(), contacts.position.tobytes(),
+                contacts.radius.tobytes())
+    else:
+        ckey = ("names", (contacts,) if isinstance(contacts, str) else tuple(contacts))
+    key = (id(model), variant, ckey, float(dt), float(baumgarte), float(margin),
+           np.asarray(armature, dtype=float).tobytes())
+    ws = _CACHE.get(key)
+    if ws is None or ws.model is not model:
+        ws = ContactInverseDynamics(model, contacts, mu, variant, dt=dt, ground=ground,
+                                    baumgarte=baumgarte, margin=margin, armature=armature)
+        _CACHE[key] = ws
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+        ws.mu = mu
+        ws.ground = ground
+    return ws
+
+
 def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: str = "qp", *,
           dt: float = 1e-3, ground: Ground | None = None, baumgarte: float = 0.2,
-          margin: float = 0.005, armature=0.0, solver: str = DEFAULT_QP_SOLVER,
+          margin: float = 0.005, armature=0.0, solver: str | None = None,
           warm: WarmStart | None = None) -> Result:
-    """Joint torques and contact forces that realise ``qdd_des`` (seed 003).
+    """Joint torques and contact forces that realise ``qdd_des`` (seed 003), compiled.
 
     Parameters
     ----------
-    model, data : floating-base :class:`core_cy.Model` and its workspace
+    model, data : :class:`core_cy.Model` and its workspace (``data`` is not
+        used: the compiled workspace has its own; kept for the Model/Data call form)
     q : (nq,) configuration; v : (nv,) velocity (Pinocchio free-flyer layout)
     qdd_des : (nv,) desired acceleration; its joint part is imposed
         (``v_joints+ = v_joints + dt qdd_des_joints``), its base part is what
@@ -98,16 +140,17 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
     ground : :class:`core_cy.sim.model.Ground`, default the plane z = 0
     baumgarte : fraction of a penetration removed per step (as the simulator)
     margin : float [m]; contacts whose gap is not below it take no force
-        (the simulator's rule; without it the complementarity-free QP would
-        push with a foot in the air whenever that lowers the kinetic energy)
     armature : float or (n_joints,) [kg m^2] added to M's joint diagonal
-        (the servo rotor inertia the simulator adds)
+        (the servo rotor inertia the simulator adds: pass the same value)
     warm : :class:`WarmStart`, optional; ``lcp_noslip`` starts Alg. 2 from the
-        active set it holds and stores the new one there (keep one per
-        controller and pass it every tick, with the same contact list)
-    solver : qpsolvers backend for the QP variant and the §4.5 fallback; it must
-        accept a PSD cost: "highs" (default, exact active set) or "clarabel"
-        (interior point + active-set polish)
+        active set it holds and stores the new one there.  Without it the
+        cached workspace's own last active set is used.
+    solver : ignored (the QP is solved by the compiled Lemke on its KKT
+        LCP); the NumPy reference :func:`solve_problem` takes a qpsolvers name
+
+    A fixed-base model is accepted: its contacts take force only when the
+    prescribed motion would otherwise penetrate (LCP variants) or as Stage I
+    decides (QP); with no contact force tau is the classical ID.
 
     Returns
     -------
@@ -116,14 +159,9 @@ def solve(model: Model, data: Data, q, v, qdd_des, contacts, mu=0.8, variant: st
 
     Raises
     ------
-    FloatingBaseError, ContactFrameError, InfeasibleError (with ``residual``),
-    ValueError for bad shapes or an unknown variant.
+    ContactFrameError, InfeasibleError (with ``residual``), ValueError for
+    bad shapes, mu or an unknown variant.
     """
-    t0 = time.perf_counter()
-    if variant not in VARIANTS:
-        raise ValueError(f"variant: {variant!r}; choose one of {', '.join(VARIANTS)}")
-    p = build_problem(model, data, q, v, qdd_des, contacts, mu, dt=dt, ground=ground,
-                      baumgarte=baumgarte, margin=margin, armature=armature)
-    res = solve_problem(p, variant, solver, warm)
-    res.diagnostics.solve_time = time.perf_counter() - t0
-    return res
+    ws = workspace(model, contacts, mu, variant, dt=dt, ground=ground, baumgarte=baumgarte,
+                   margin=margin, armature=armature)
+    return ws.solve(q, v, qdd_des, warm)

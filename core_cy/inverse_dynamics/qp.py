@@ -1,8 +1,11 @@
-"""Variant C, ID QP,mu (seed 003 §5; ``mu=inf`` gives QP,inf): two stages.
+"""Variant C, ID QP,mu (seed 003 §5; ``mu=inf`` gives QP,inf): the paper's two stages, NumPy.
 
-Stage I minimises the kinetic energy of v+ under non-penetration and the
-pyramid; Stage II picks the minimum-norm torque over Stage I's optimal set
-(nullspace-free form, digest §5).
+The reference of the paper's own formulation, kept for comparison (the
+compiled :class:`~core_cy.inverse_dynamics.ContactInverseDynamics` replaces
+Stage I's kinetic-energy linear term by the contact-space one, see the
+package docstring): Stage I minimises the kinetic energy of v+ under
+non-penetration and the pyramid; Stage II picks the minimum-norm torque over
+Stage I's optimal set (nullspace-free form, digest §5).
 """
 
 from __future__ import annotations

@@ -26,7 +26,10 @@ kernel                     computes (NumPy)                            used by
 ``matTvec_acc``            ``y += A.T @ x``                            sim (impulses)
 ``cholesky_factor``        lower triangle <- ``np.linalg.cholesky``,   sim (mass matrix)
                            returns -1 if not SPD
-``solve_lower``,           ``L^-1 x``, ``L^-T x``                      sim
+``cholesky_factor_rel``    the same with a rank test: -1 when a        contact (Alg. 2)
+                           pivot^2 <= rel_tol A[j, j]
+``solve_lower``,           ``L^-1 x``, ``L^-T x``                      sim, inverse
+                                                                       dynamics
 ``solve_lower_t``
 ``cholesky_solve``         ``A^-1 x`` from the factor                  sim
 ``ldlt_solve(n, A, b, w)`` ``np.linalg.solve(A, b)`` for SPD A,        dynamics (ABA

@@ -157,6 +157,28 @@ cdef inline int cholesky_factor(int n, double* A) noexcept nogil:
     return 0
 
 
+cdef inline int cholesky_factor_rel(int n, double* A, double rel_tol) noexcept nogil:
+    # cholesky_factor with a rank test: a pivot whose square is not above
+    # rel_tol times its diagonal entry A[j, j] counts as singular (-1).  A PSD
+    # matrix of lower rank otherwise "factors" through round-off (seed 003's
+    # Alg. 2 on a singular principal block, erratum E9).
+    cdef int i, j, k
+    cdef double s
+    for j in range(n):
+        s = A[j * n + j]
+        for k in range(j):
+            s -= A[j * n + k] * A[j * n + k]
+        if not s > rel_tol * A[j * n + j]:
+            return -1
+        s = sqrt(s)
+        A[j * n + j] = s
+        for i in range(j + 1, n):
+            for k in range(j):
+                A[i * n + j] -= A[i * n + k] * A[j * n + k]
+            A[i * n + j] /= s
+    return 0
+
+
 cdef inline void solve_lower(int n, const double* L, double* x) noexcept nogil:
     # x <- L^-1 x, forward substitution on the lower triangle of L
     # (scipy.linalg.solve_triangular(L, x, lower=True))

@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = [
     "cross3_np", "dot_np", "mat3_vec_np", "mat3t_vec_np", "mat3_mul_np", "mat3_congruence_sym_np",
-    "mat6_vec_np", "matvec_add_np", "gram_rows_np", "matTvec_acc_np", "cholesky_factor_np",
+    "mat6_vec_np", "matvec_add_np", "gram_rows_np", "matTvec_acc_np", "cholesky_factor_np", "cholesky_factor_rel_np",
     "solve_lower_np", "solve_lower_t_np", "cholesky_solve_np", "ldlt_solve_np",
 ]
 
@@ -102,6 +102,14 @@ def cholesky_factor_np(const double[:, ::1] A):
     out = np.array(A, dtype=np.float64)
     cdef double[:, ::1] o = out
     cdef int rc = cholesky_factor(<int>A.shape[0], &o[0, 0])
+    return rc, out
+
+
+def cholesky_factor_rel_np(const double[:, ::1] A, double rel_tol):
+    """(status, F) as cholesky_factor_np, -1 also for a pivot^2 <= rel_tol A[j, j]."""
+    out = np.array(A, dtype=np.float64)
+    cdef double[:, ::1] o = out
+    cdef int rc = cholesky_factor_rel(<int>A.shape[0], &o[0, 0], rel_tol)
     return rc, out
 
 

@@ -71,6 +71,14 @@ def cholesky_factor(A):
     return np.linalg.cholesky(A)
 
 
+def cholesky_factor_rel(A, rel_tol):
+    """cholesky_factor, but LinAlgError when a pivot^2 <= rel_tol A[j, j] (rank test)."""
+    L = np.linalg.cholesky(A)
+    if np.any(np.diag(L) ** 2 <= rel_tol * np.diag(A)):
+        raise np.linalg.LinAlgError("singular to the relative tolerance")
+    return L
+
+
 def solve_lower(L, x):
     """L^-1 x for lower-triangular L."""
     return solve_triangular(L, x, lower=True)

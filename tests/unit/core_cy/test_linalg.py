@@ -104,6 +104,22 @@ def test_cholesky_factor_and_solves_match_numpy(n):
         np.testing.assert_allclose(A @ sol, x, atol=1e-9)
 
 
+def test_cholesky_factor_rel_detects_rank():
+    # a PSD Gram matrix of rank 3 in 5 dimensions "factors" through round-off
+    # with cholesky_factor; the relative test refuses it, and accepts SPD ones
+    g = rng()
+    X = g.standard_normal((5, 3))
+    G = X @ X.T
+    rc, _ = K.cholesky_factor_rel_np(G, 1e-12)
+    assert rc == -1
+    with pytest.raises(np.linalg.LinAlgError):
+        ref.cholesky_factor_rel(G + 1e-15 * np.eye(5), 1e-12)
+    A = spd(g, 5)
+    rc, F = K.cholesky_factor_rel_np(A, 1e-12)
+    assert rc == 0
+    np.testing.assert_allclose(np.tril(F), ref.cholesky_factor_rel(A, 1e-12), atol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 3, 6, 12])
 def test_ldlt_solve_matches_numpy(n):
     g = rng()
