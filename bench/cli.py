@@ -20,6 +20,7 @@ BENCHMARKS = {
     "inverse_dynamics": "contact inverse dynamics (seed 003) vs Pinocchio + qpsolvers(daqp)",
     "startup": "wall time of `servoloop --help` / `servoloop status` vs `import numpy`",
     "live": "tick work with the Foxglove live view (and a subscribed client) vs without",
+    "estimator": "base estimator (IMU + leg kinematics) CPU per tick vs the tick period",
 }
 
 

@@ -24,7 +24,7 @@ from servoloop.firmware_bridge.errors import (
     ServoStatusError,
 )
 
-__all__ = ["ReadStage", "WriteStage", "MonitorStage"]
+__all__ = ["ReadStage", "ImuStage", "WriteStage", "MonitorStage"]
 
 
 def _has_status_error(exc: BridgeError) -> bool:
@@ -107,6 +107,81 @@ class ReadStage:
             self.errors.count(exc)
             if _has_status_error(exc):
                 self.servo_faults.handle(exc)
+            return False
+
+
+class ImuStage:
+    """One sync read of the IMU board's gyro, accelerometer and orientation registers per tick.
+
+    Its own packet after the servos' sync read (the board's registers sit at other
+    addresses than the servos', so no shared sync read; ~45 bytes, 0.1 ms at 4 Mbps).
+    A failed read is counted with the bus errors and leaves NaN in the arrays (the
+    estimate is then marked invalid for that tick); it does not count against the servos'
+    comm ladder.
+
+    Parameters
+    ----------
+    imu : ImuConfig
+    errors : BusErrorCounts
+
+    Attributes
+    ----------
+    reader : firmware_bridge.imu.ImuReader (after :meth:`bind`); ``gyro``, ``accel``, ``rpy`` (3,)
+    failed : int, ticks whose IMU read failed
+    """
+
+    def __init__(self, imu, errors: BusErrorCounts) -> None:
+        from servoloop.firmware_bridge.imu import get_imu_table
+
+        self.imu = imu
+        self.table = get_imu_table(imu.model)
+        self.errors = errors
+        self.reader = None
+        self.failed = 0
+        self.info: dict = {}
+
+    def bind(self, bus) -> None:
+        """Add the board to ``bus``, ping it (model check) and make the sync read.
+
+        Raises
+        ------
+        BridgeError
+            It does not answer, or another model does (a connect fault).
+        """
+        from servoloop.firmware_bridge.errors import BusTimeoutError, ChecksumError
+        from servoloop.firmware_bridge.imu import ImuReader
+
+        self.reader = ImuReader(bus, self.imu.id, self.table)
+        for attempt in range(3):    # as the servos' pings: one lost reply is not a dead board
+            try:
+                self.info = self.reader.connect()
+                break
+            except (BusTimeoutError, ChecksumError) as exc:
+                self.errors.count(exc)
+                if attempt == 2:
+                    raise
+        self.reader.bind()
+
+    def run(self) -> bool:
+        """Read the board; False when the read failed (counted).
+
+        Raises
+        ------
+        FaultRaised
+            The port is gone.
+        """
+        try:
+            self.reader.read()
+            return True
+        except PortError as exc:
+            self.errors.count(exc)
+            raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
+        except BridgeError as exc:
+            self.errors.count(exc)
+            self.failed += 1
+            # the loop runs with the garbage collector off: the traceback's frames hold the
+            # exception (a cycle), so dropping it is what frees them
+            exc.__traceback__ = None
             return False
 
 

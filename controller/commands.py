@@ -360,6 +360,12 @@ def cmd_status(args) -> int:
               + (f", disabled servos {comm['disabled']}" if comm.get("disabled") else ""))
         for step in comm.get("steps", [])[-5:]:
             print(f"    t={step['t_s']:.3f} s {step['level']}: {step['message']}")
+    est = st.get("estimate")
+    if est:
+        p, r = est["base_position_in_world"], est["base_rpy"]
+        feet = " ".join(f"{k}={'down' if v else 'up'}" for k, v in est["contact"].items())
+        print(f"  base estimate{'' if est['valid'] else ' (INVALID)'}: xyz {p[0]:.3f} {p[1]:.3f} {p[2]:.3f} m  "
+              f"rpy {r[0]:.3f} {r[1]:.3f} {r[2]:.3f} rad  feet {feet}")
     _print_faults(st)
     return EXIT_OK
 

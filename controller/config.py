@@ -17,6 +17,7 @@ The schema (every key optional except ``servos``)::
     socket: {path: auto}
     simulation: {plant: "servoloop.virtual_bus.robot_plant:make_plant"}    # physics behind the virtual bus
     register_defaults: {XM430-W350: {position_p_gain: 800}}  # written at connect (servos[].registers wins)
+    imu: {id: 200, model: OpenCR, rotation_rpy: [0, 0, 3.14159]}  # IMU board on the bus -> base estimator
 
 A key the schema does not have is an error naming the key, its section and
 the file, so a typo (``rate_hz`` spelled ``rate``) never silently falls
@@ -46,6 +47,7 @@ from servoloop.controller.config_checks import (
     validate_model,
 )
 from servoloop.controller.errors import ConfigError
+from servoloop.controller.imu_config import check_imu
 
 __all__ = [
     "BusConfig",
@@ -60,6 +62,7 @@ __all__ = [
     "SocketConfig",
     "SimulationConfig",
     "ContactConfig",
+    "ImuConfig",
     "RobotConfig",
     "load_config",
     "config_from_dict",
@@ -260,6 +263,29 @@ class SimulationConfig:
 
 
 @dataclass(frozen=True)
+class ImuConfig:
+    """An IMU board on the servo bus, read every tick for the base estimator.
+
+    ``model``: a board with a control table (``firmware_bridge/devices``: OpenCR, as on
+    the ROBOTIS OP3 at ``id`` 200, Protocol 2.0); ``link``: the link it is fixed to (None:
+    the base link; only the base link is supported); ``rotation_rpy``: its axes in that
+    link's frame (roll, pitch, yaw, rad; the OP3 mounts its OpenCR at [0, 0, 3.14159]).
+    The bias and noise figures are what the virtual bus emulates (a real board ignores
+    them): gyro [rad/s], accelerometer [m/s^2], orientation registers [rad].
+    """
+
+    id: int = 200
+    model: str = "OpenCR"
+    link: str | None = None
+    rotation_rpy: tuple[float, ...] = (0.0, 0.0, 0.0)
+    gyro_bias: tuple[float, ...] = (0.0, 0.0, 0.0)
+    gyro_noise: float = 0.0
+    accel_bias: tuple[float, ...] = (0.0, 0.0, 0.0)
+    accel_noise: float = 0.0
+    rpy_noise: float = 0.0
+
+
+@dataclass(frozen=True)
 class RobotConfig:
     """The whole daemon config.  ``source`` is the file it came from (or None)."""
 
@@ -275,6 +301,7 @@ class RobotConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    imu: ImuConfig | None = None
     #: per servo model, registers written at connect to every servo of it: {MODEL: {name: value}}
     register_defaults: dict = field(default_factory=dict)
     source: str | None = None
@@ -476,6 +503,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     if cfg.model.name and cfg.model.urdf:
         raise err("model: give either name or urdf, not both", "model")
     validate_model(cfg, err)
+    check_imu(cfg, err)
     check_registers(cfg, err)
     check_logging(cfg, err)
     if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:

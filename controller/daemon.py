@@ -487,7 +487,13 @@ class Daemon:
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
             "comm": self.loop.safety.comm.status(),
+            **self._estimate(),
         }
+
+    def _estimate(self) -> dict:
+        """``{"estimate": ...}`` for a floating base with an IMU (see BaseEstimator.summary), else {}."""
+        be = self.loop.base_estimator
+        return {} if be is None else {"estimate": be.summary()}
 
     def set_params(self, params: dict) -> None:
         """Check controller parameters now; the loop applies them between ticks."""
@@ -517,7 +523,8 @@ class Daemon:
         """The run summary: ``ticks`` (run-state ticks), ``rate_hz``, ``jitter_us``
         (wake-up lateness p50/p99/max), ``missed``, ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
-        ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``."""
+        ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
+        with an IMU ``estimate`` (``base_position_in_world`` [m], ``base_rpy`` [rad], ...)."""
         rt = self.env.report
         return {
             "ticks": int(self.run_ticks),
@@ -538,6 +545,7 @@ class Daemon:
             },
             "warnings": list(self.warnings) + self._comm_warnings(),
             "comm": self.loop.safety.comm.status(),
+            **self._estimate(),
         }
 
     def _comm_warnings(self) -> list[str]:

@@ -127,7 +127,12 @@ def cmd_init(args) -> int:
     bauds = args.baud or list(DEFAULT_BAUDS)
     protocols = (1, 2) if args.protocol == "both" else (int(args.protocol),)
     try:
+        from servoloop.firmware_bridge.imu import imu_model_name
+
         hits = scan(args.port, bauds, protocols)
+        # an IMU board (the OP3's OpenCR at 200) answers pings too: it is no servo
+        boards = [h for h in hits if imu_model_name(h.model_number)]
+        hits = [h for h in hits if not imu_model_name(h.model_number)]
         if not hits:
             print(NO_SERVO_HELP.format(port=args.port, bauds=", ".join(map(str, bauds)),
                                        protocols=" and ".join(f"{p}.0" for p in protocols)),
@@ -149,6 +154,9 @@ def cmd_init(args) -> int:
               "`servoloop setup id` first", file=sys.stderr)
         return EXIT_USAGE
     text = render_config(rows, args.port)
+    for b in boards:
+        text += (f"# imu: {{id: {b.id}, model: {imu_model_name(b.model_number)}}}   # an IMU board found on "
+                 "the bus: with a floating-base model it feeds the base estimator (docs/own-robot.md)\n")
     out.write_text(text)
     listed = ", ".join(f"{r['id']}:{r['model']}" for r in rows)
     print(f"wrote {out}: {len(rows)} servo(s) ({listed})")

@@ -5,7 +5,9 @@
     rate.wait()      absolute deadline on CLOCK_MONOTONIC (or simulated time);
                      a late tick is counted and skipped, never caught up
       -> read       one sync read of every servo          (bus_stages.ReadStage)
-      -> estimate   servo -> joint                        (estimator.Estimator)
+                    and one of the IMU board, if any      (bus_stages.ImuStage)
+      -> estimate   servo -> joint; the floating base     (estimator.Estimator,
+                    from IMU + leg kinematics              base_estimator.BaseEstimator)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
       -> safety     limits, clamp, slew limit, comm ladder, late ticks (safety.SafetyStage)
       -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap);
@@ -27,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from servoloop.controller.bus_io import BusErrorCounts
-from servoloop.controller.bus_stages import MonitorStage, ReadStage, WriteStage
+from servoloop.controller.bus_stages import ImuStage, MonitorStage, ReadStage, WriteStage
 from servoloop.controller.clock import FixedRate
 from servoloop.controller.control_stage import ControlStage
-from servoloop.controller.controllers import Command, JointState
+from servoloop.controller.controllers import BaseState, Command, JointState
 from servoloop.controller.estimator import Estimator
 from servoloop.controller.faults import FaultRaised
 from servoloop.controller.joint_map import JointMap
@@ -109,7 +111,15 @@ class ControlLoop:
         self.joint_map = JointMap(servos)
         self.servo_faults = ServoFaultHandler(servos, cfg.safety, self.rate, event)
         self.read = ReadStage(self.errors, self.servo_faults)
-        self.estimate = Estimator(self.joint_map, self.state, self.current)
+        self.imu = self.base_estimator = None
+        if cfg.imu is not None:      # a floating base with an IMU board on the bus
+            from servoloop.controller.base_estimator import BaseEstimator
+
+            self.state.base = BaseState()
+            self.imu = ImuStage(cfg.imu, self.errors)
+            self.base_estimator = BaseEstimator(cfg, self.state.base, self.state.position,
+                                                self.state.velocity, 1.0 / cfg.loop.rate_hz)
+        self.estimate = Estimator(self.joint_map, self.state, self.current, self.base_estimator)
         ramp = StartupRamp(ctx, cfg.startup.via, int(round(cfg.startup.ramp_s * cfg.loop.rate_hz)))
         self.control = ControlStage(controller, ramp, self.state, self.cmd, event)
         self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper,
@@ -122,10 +132,12 @@ class ControlLoop:
         self.write = WriteStage(self.goal_servo, self.current_servo, self.errors, self.velocity_servo)
         self.monitor = MonitorStage(self.safety, self.errors, n)
         cap = max(64, int(cfg.logging.ring_s * cfg.loop.rate_hz))
-        self.ring = TelemetryRing(self.joint_names, cap)
+        be = self.base_estimator
+        self.ring = TelemetryRing(self.joint_names, cap, be.telemetry_columns() if be else ())
         self.record = TickRecorder(self.ring, self.state.position, self.state.velocity, self.current,
                                    self.goal, self.cmd.effort, self.monitor.temperature,
-                                   self.monitor.voltage, self.monitor.hardware_error)
+                                   self.monitor.voltage, self.monitor.hardware_error,
+                                   be.telemetry if be else None)
         self.jitter = JitterStats()
 
         self.ticks = 0
@@ -149,6 +161,10 @@ class ControlLoop:
         self.joint_map.set_effort_units(reader.effort_units)
         self.monitor.bind(bus, self.ids, tables)
         self.servo_faults.bind(bus, tables, readonly)
+        if self.imu is not None:
+            self.imu.bind(bus)
+            r = self.imu.reader
+            self.base_estimator.bind(r.gyro, r.accel, r.rpy)
         if readonly:
             return
         self.write.bind(bus, self.cfg.servos)
@@ -214,6 +230,8 @@ class ControlLoop:
         safety = self.safety
         fault = safety.late(skipped)
         ok = self.read.run()
+        if self.imu is not None:
+            self.imu.run()      # a failed IMU read: NaN in, the base estimate marked invalid
         self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)

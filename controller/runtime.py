@@ -239,6 +239,10 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
     kwargs = {}
     if faults:
         kwargs["faults"] = faults
+    if cfg.imu is not None:
+        from servoloop.virtual_bus.imu_device import ImuEmulation
+
+        kwargs["imu"] = ImuEmulation.from_config(cfg.imu)    # the IMU board, on the plant's base (if any)
     # a mixed bus: each emulated servo speaks its control table's protocol (protocol None)
     virtual = InProcessVirtualBus(servos, plant, None if cfg.bus.protocol == "mixed" else cfg.bus.protocol,
                                   **kwargs)

@@ -28,6 +28,7 @@ __all__ = [
     "JOINT_FIELDS",
     "MONITOR_FIELDS",
     "UNITS",
+    "BASE_COLUMNS",
     "columns_for",
     "TelemetryRing",
     "TelemetryWriter",
@@ -53,7 +54,16 @@ UNITS = {
     "temperature": "degC (last monitor read; NaN before it)",
     "voltage": "V (input voltage, last monitor read; NaN before it)",
     "hw_error": "hardware_error_status bits (last monitor read; 0 = none, NaN: not read)",
+    "base.x": "m (estimated base position, world; .y, .z alike)",
+    "base.roll": "rad (estimated base orientation, ZYX; .pitch, .yaw alike)",
+    "base.vx": "m/s (estimated base velocity, world; .vy, .vz alike)",
+    "base.wx": "rad/s (base angular velocity, base frame; .wy, .wz alike)",
+    "base.valid": "bool (the estimate's inputs were good this tick)",
+    "contact": "bool (estimated stance, one column contact.FOOT per foot)",
 }
+#: the floating base's estimate, after the joint blocks (a robot with an IMU only)
+BASE_COLUMNS = ("base.x", "base.y", "base.z", "base.roll", "base.pitch", "base.yaw", "base.vx", "base.vy",
+                "base.vz", "base.wx", "base.wy", "base.wz", "base.valid")
 
 
 def servo_header(cfg, tables) -> dict:
@@ -89,6 +99,7 @@ class TelemetryRing:
     ----------
     joint_names : sequence of str
     capacity : int, rows (ticks) held; the writer must drain faster than this.
+    extra_columns : names of columns after the joint blocks (the base estimate's)
 
     Attributes
     ----------
@@ -97,10 +108,10 @@ class TelemetryRing:
     col : dict, column name -> index; ``joint_slice[field]`` -> slice of the n columns
     """
 
-    def __init__(self, joint_names, capacity: int) -> None:
+    def __init__(self, joint_names, capacity: int, extra_columns=()) -> None:
         if capacity < 2:
             raise ValueError(f"TelemetryRing capacity must be >= 2, got {capacity}")
-        self.columns = columns_for(joint_names)
+        self.columns = columns_for(joint_names) + list(extra_columns)
         self.n = len(joint_names)
         self.capacity = int(capacity)
         self.buf = np.full((self.capacity, len(self.columns)), np.nan)
@@ -110,6 +121,8 @@ class TelemetryRing:
         self.joint_slice = {
             f: slice(ns + k * self.n, ns + (k + 1) * self.n) for k, f in enumerate(JOINT_FIELDS)
         }
+        end = ns + len(JOINT_FIELDS) * self.n
+        self.extra_slice = slice(end, end + len(extra_columns))
 
     def row(self) -> np.ndarray:
         """The row the current tick fills (a view; commit() publishes it)."""
@@ -135,10 +148,11 @@ class TickRecorder:
         (``q``, ``dq``, ``current``, ``goal`` and ``tau_ff`` columns)
     temperature, voltage, hw_error : (n,) arrays the monitor stage fills (degC, V,
         hardware_error_status bits), or None (those columns stay NaN)
+    extra : array of the ring's extra columns (the base estimate), or None
     """
 
     def __init__(self, ring: TelemetryRing, position, velocity, current, goal, effort,
-                 temperature=None, voltage=None, hw_error=None) -> None:
+                 temperature=None, voltage=None, hw_error=None, extra=None) -> None:
         self.ring = ring
         sl = ring.joint_slice
         blocks = [(sl["q"], position), (sl["dq"], velocity), (sl["current"], current),
@@ -146,6 +160,8 @@ class TickRecorder:
         for name, values in (("temperature", temperature), ("voltage", voltage), ("hw_error", hw_error)):
             if values is not None:
                 blocks.append((sl[name], values))
+        if extra is not None:
+            blocks.append((ring.extra_slice, extra))
         self._blocks = tuple(blocks)
 
     def run(self, tick: int, t_s: float, late_us: float, period_us: float, cost_us: float,

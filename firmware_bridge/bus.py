@@ -192,6 +192,18 @@ class Bus:
         self._serial = None
         self.fd = -1
 
+    def add_device(self, device_id: int, table: ControlTable) -> None:
+        """A non-servo device on this bus (an IMU board, :mod:`firmware_bridge.imu`): table, protocol,
+        return delay and health as a servo's, but not in :attr:`servos` (``connect`` and default
+        group reads leave it out).  ValueError: id taken or out of range, or the wrong protocol."""
+        if not 0 <= device_id <= 252 or device_id in self.tables:
+            raise ValueError(f"device id {device_id} is out of range 0..252 or already used on {self.port}")
+        if self.protocol not in (table.protocol, MIXED):
+            raise ValueError(f"{table.name} (id {device_id}) speaks Protocol {table.protocol}.0; the bus "
+                             f"{self.port} runs {self.protocol}.0 (protocol={MIXED!r} carries both)")
+        self.tables[device_id], self._proto[device_id] = table, table.protocol
+        self.return_delay_s[device_id], self._health_d[device_id] = 500e-6, ServoHealth()
+
     # ------------------------------------------------------------ port
     def open(self) -> Bus:
         import serial  # only firmware_bridge imports pyserial

@@ -326,11 +326,13 @@ def list_models() -> list[dict]:
 
 
 def model_name(model_number: int) -> str:
-    """Model name for a model number, or ``"unknown(N)"``."""
+    """Model name for a model number (a servo, else an IMU board of :mod:`.imu`), or ``"unknown(N)"``."""
     try:
         return get_table(int(model_number)).name
     except UnknownModelError:
-        return f"unknown({model_number})"
+        from servoloop.firmware_bridge.imu import imu_model_name
+
+        return imu_model_name(int(model_number)) or f"unknown({model_number})"
 
 
 # Baud Rate(8) register values of Protocol 2.0 firmware (X, MX(2.0)).

@@ -145,7 +145,8 @@ def run(args) -> int:
             cfg = load_config_file(args.config)
         if cfg is not None:
             servos = normalize_servos([(s.id, s.model) for s in cfg.servos], source=cfg.source or cfg.robot)
-            protocol = protocol or cfg.bus.protocol
+            # a mixed bus: each emulated servo speaks its own table's protocol (protocol None)
+            protocol = protocol or (None if cfg.bus.protocol == "mixed" else cfg.bus.protocol)
             baud = baud or cfg.bus.baud
         else:
             servos = parse_servo_spec(args.servos)
@@ -157,9 +158,14 @@ def run(args) -> int:
         if target == "independent":
             target = None
         plant = load_plant(target, servos, args.robot, cfg) if target else None
+        imu = None
+        if cfg is not None and cfg.imu is not None:
+            from servoloop.virtual_bus.imu_device import ImuEmulation
+
+            imu = ImuEmulation.from_config(cfg.imu)      # the config's IMU board, on the plant's base
         engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=args.faults,
                            seed=args.seed, eeprom=eeprom, actuators=actuators,
-                           noise_ticks=args.noise_ticks, reboot_s=reboot_s)
+                           noise_ticks=args.noise_ticks, reboot_s=reboot_s, imu=imu)
     except (ServoSpecError, FaultSpecError, ValueError, KeyError, ConfigError) as e:
         return _error(e.args[0] if e.args else str(e))
     if args.realtime:

@@ -71,11 +71,14 @@ class BusEngine:
         Simulated seconds a servo stays silent after answering REBOOT while it
         boots (0: answers at once; ``servoloop virtual-bus`` uses
         :data:`REBOOT_SILENT_S`).
+    imu : ImuEmulation, optional
+        An IMU board on the bus (:mod:`.imu_device`), fed by the plant's floating base.
     """
 
     def __init__(self, servos, plant=None, protocol: int | None = None, baud: int | None = None,
                  faults=None, seed: int = 0, actuators: dict | None = None,
-                 eeprom: dict | None = None, noise_ticks: float = 0.25, reboot_s: float = 0.0):
+                 eeprom: dict | None = None, noise_ticks: float = 0.25, reboot_s: float = 0.0,
+                 imu=None):
         specs = normalize_servos(servos)
         tables = [get_table(m) for _, m in specs]
         if protocol is not None:
@@ -150,6 +153,14 @@ class BusEngine:
             if hasattr(plant, "params") or t.datasheet is not None:   # else: duty = torque / stall
                 bank.set_motor_line(k, plant.params[i].servo if hasattr(plant, "params") else servo_model_for(t.name))
             self.servos.append(servo)
+        # non-servo devices (an IMU board): answer like servos, drive no joint
+        self.devices: list = []
+        if imu is not None:
+            from servoloop.virtual_bus.imu_device import VirtualImu
+
+            if imu.id in {sid for sid, _ in specs}:
+                raise ValueError(f"IMU id {imu.id} is also a servo's id")
+            self.devices.append(VirtualImu(imu, plant, baud))
         self._present_dirty = True
         self._rx = bytearray()
         self.stats = {"instructions": 0, "replies": 0, "bad_checksum": 0, "malformed": 0,
@@ -171,7 +182,7 @@ class BusEngine:
         now = self.time_s
         by_proto: dict[int, dict[int, list]] = {1: {}, 2: {}}
         spoken = set()
-        for s in self.servos:
+        for s in (*self.servos, *self.devices):
             p = s.protocol
             spoken.add(p)
             if s.vanished or s.unpowered or s.booting_until > now or not self._baud_ok(s):
@@ -257,6 +268,8 @@ class BusEngine:
         for bank in self.banks.values():
             ticks = self._rng.standard_normal(bank.n) * noise if noise > 0 else None
             bank.write_present(self.position, self.velocity, self.torque, self.time_s, ticks)
+        for d in self.devices:
+            d.refresh(self.time_s)
         self._present_dirty = False
 
     # ------------------------------------------------------------------ framing
@@ -385,7 +398,7 @@ class BusEngine:
             return []
         pkt = self.status_packet(servo, err, data, reply_id)
         extra = 0.0
-        if self.reply_faults:
+        if self.reply_faults and servo.bus_id0 is not None:    # None: a device, not a fault target
             pkt, extra = self.faults.filter_reply(servo.bus_id0, self.time_s, pkt)
             if pkt is None:
                 return []

@@ -28,7 +28,7 @@ class InProcessVirtualBus:
         Default :class:`~virtual_bus.IndependentServosPlant`.
     protocol : 1 or 2, optional
         Default: the servos' control-table protocol.
-    baud, faults, seed, actuators, eeprom, noise_ticks, reboot_s
+    baud, faults, seed, actuators, eeprom, noise_ticks, reboot_s, imu
         As :class:`~virtual_bus.engine.BusEngine`.  ``baud``
         defaults to None: the servos answer at whatever rate the host sets;
         ``reboot_s`` to 0 (a rebooted servo answers at once: a lockstep host
@@ -43,10 +43,10 @@ class InProcessVirtualBus:
 
     def __init__(self, servos, plant=None, protocol: int | None = None, *, baud: int | None = None,
                  faults=None, seed: int = 0, actuators: dict | None = None, eeprom: dict | None = None,
-                 noise_ticks: float = 0.25, reboot_s: float = 0.0):
+                 noise_ticks: float = 0.25, reboot_s: float = 0.0, imu=None):
         self.engine = BusEngine(servos, plant=plant, protocol=protocol, baud=baud, faults=faults,
                                 seed=seed, actuators=actuators, eeprom=eeprom, noise_ticks=noise_ticks,
-                                reboot_s=reboot_s)
+                                reboot_s=reboot_s, imu=imu)
         self._master, self._slave, self.port = open_pty()
         self._closed = False
 

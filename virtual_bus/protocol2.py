@@ -154,6 +154,8 @@ class Protocol2:
         out = []
         e.fresh_present()
         for s in e.targets(sid):
+            if getattr(s, "bank", None) is None:
+                continue            # not a servo (an IMU board): nothing turns
             # e-Manual, Protocol 2.0 "Clear (0x10)" (https://emanual.robotis.com/docs/en/dxl/
             # protocol2/#clear-0x10): Present Position back to within one turn (0-4095), only
             # while stopped (Result Fail otherwise)

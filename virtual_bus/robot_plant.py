@@ -65,6 +65,10 @@ class RobotPlant:
         self.time_ns = 0
         self._kp0 = sim._core.servo_array("kp")[0].copy()
         self._tau0 = sim._core.servo_array("tau_max")[0].copy()
+        # the base's world acceleration over the last step (what an IMU's accelerometer feels,
+        # with gravity): a difference of world velocities, so it holds contact impulses too
+        self.base_acc_world = np.zeros(3)
+        self._vw_prev = np.zeros(3)
 
     @classmethod
     def for_robot(cls, name: str, config: SimConfig | None = None, pose=None) -> RobotPlant:
@@ -143,6 +147,32 @@ class RobotPlant:
         return {"base_position_in_world": [float(v) for v in q[:3]],
                 "base_rpy": [float(roll), float(pitch), float(yaw)]}
 
+    def base_rotation(self) -> np.ndarray:
+        """(3, 3) rotation base -> world of the floating base (identity for a fixed base)."""
+        if not self.sim.model.floating_base:
+            return np.eye(3)
+        x, y, z, w = (float(v) for v in self.sim.q[3:7])
+        return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+    def _base_velocity_world(self) -> np.ndarray:
+        return self.base_rotation() @ self.sim.v[:3]
+
+    def base_motion(self):
+        """What an IMU on the base feels: (R base -> world (3, 3), angular velocity in the base
+        frame (3,) [rad/s], base origin acceleration in the world (3,) [m/s^2], gravity excluded).
+        A fixed base: level and still."""
+        if not self.sim.model.floating_base:
+            return np.eye(3), np.zeros(3), np.zeros(3)
+        return self.base_rotation(), np.array(self.sim.v[3:6]), self.base_acc_world
+
+    def push(self, dv_world) -> None:
+        """An impulse on the base: its velocity jumps by ``dv_world`` (3,) [m/s, world frame]."""
+        if not self.sim.model.floating_base:
+            raise ValueError("push: the robot has no floating base")
+        self.sim.v[:3] += self.base_rotation().T @ np.asarray(dv_world, dtype=float)
+
     def set_state(self, position, velocity=None) -> None:
         """Place the servo joints [rad] at rest; a floating base is set down on the ground."""
         q = self.sim.q[self._off:].copy()
@@ -172,8 +202,13 @@ class RobotPlant:
         if k:
             self._goal[self._idx] = goal_rad
             self._on[self._idx] = torque_on
+            floating = self.sim.model.floating_base
+            if floating:
+                self._vw_prev[:] = self._base_velocity_world()
             self.sim.step(self._goal, self._on, n_steps=k)
             self.time_ns += k * self._h_ns
+            if floating:
+                self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / (k * self._h_ns * 1e-9)
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]

@@ -62,7 +62,7 @@ BUS = {
     "bench": (2, 4_000_000),
     "arm": (2, 4_000_000),
     "quadruped": (2, 4_000_000),
-    "humanoid": (1, 1_000_000),
+    "humanoid": ("mixed", 1_000_000),   # AX-18A on 1.0 and the OpenCR IMU board (ID 200) on 2.0
 }
 RATE = {"bench": 1000, "arm": 1000, "quadruped": 1000, "humanoid": 200}
 

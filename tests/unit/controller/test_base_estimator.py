@@ -1,0 +1,63 @@
+"""The base estimator alone: feet, contacts from leg kinematics, NaN inputs, telemetry layout."""
+
+import numpy as np
+import pytest
+
+from servoloop.controller.base_estimator import BaseEstimator
+from servoloop.controller.config import builtin_config
+from servoloop.controller.controllers import BaseState
+
+
+def _make(name="quadruped", lift=None):
+    cfg = builtin_config(name)
+    pose = dict(cfg.controller.params["pose"])
+    if lift:
+        pose.update(lift)
+    q = np.array([pose.get(j, 0.0) for j in cfg.joint_names])
+    base = BaseState()
+    be = BaseEstimator(cfg, base, q, np.zeros(cfg.n), 1.0 / cfg.loop.rate_hz)
+    gyro, acc, rpy = np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3)
+    be.bind(gyro, acc, rpy)
+    return be, base, (gyro, acc, rpy), q
+
+
+def test_default_feet_are_the_lowest_links_with_contact_geometry():
+    be, base, *_ = _make()
+    assert base.feet == ("lf_foot_link", "rf_foot_link", "lh_foot_link", "rh_foot_link")
+    hb, hbase, *_ = _make("humanoid")
+    assert hbase.feet == ("l_foot", "r_foot")          # not the arms, thighs or trunk
+
+
+def test_standing_still_all_feet_down_at_the_pose_height():
+    be, base, *_ = _make()
+    for _ in range(200):
+        assert be.run()
+    assert base.valid and base.contact.all()
+    # the config's note: the foot ball bottom is 0.246 m below the trunk frame
+    assert base.position[2] == pytest.approx(0.246, abs=2e-3)
+    assert np.allclose(base.quaternion, [0, 0, 0, 1]) and np.allclose(base.linear_velocity, 0, atol=1e-6)
+    cols = be.telemetry_columns()
+    assert cols[:3] == ["base.x", "base.y", "base.z"] and cols[-4:] == [f"contact.{f}" for f in base.feet]
+    assert be.telemetry[2] == pytest.approx(base.position[2]) and be.telemetry[12] == 1.0
+
+
+def test_a_lifted_foot_is_not_in_contact():
+    be, base, *_ = _make(lift={"lf_hip_flex": 1.2, "lf_knee": -2.2})     # lf foot tucked up
+    for _ in range(50):
+        be.run()
+    assert list(base.contact) == [False, True, True, True]
+
+
+def test_a_nan_input_marks_the_estimate_invalid_and_keeps_it():
+    be, base, (gyro, acc, rpy), q = _make()
+    for _ in range(20):
+        be.run()
+    z = base.position[2]
+    gyro[1] = np.nan
+    assert not be.run() and not base.valid and be.telemetry[12] == 0.0
+    assert base.position[2] == z
+    gyro[1] = 0.0
+    q[3] = np.nan                       # a servo whose read failed
+    assert not be.run()
+    q[3] = 0.0
+    assert be.run() and base.valid
