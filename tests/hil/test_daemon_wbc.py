@@ -1,9 +1,9 @@
 """``wbc`` in the daemon, lockstep against the virtual bus with the quadruped on the contact
 simulator (compliant ground): startup stands it up, then whole-body control holds it.
 
-No estimate stage runs yet (no IMU on the built-in robot), so the controller
-uses its leg-odometry stand-in for the base state; its torques reach the
-XM430s, which are in position mode, as goal offsets through the servo model.
+The base state is the estimate stage's (IMU on the bus + leg kinematics, h-est);
+the torques reach the XM430s, which are in position mode, as goal offsets
+through the servo model.
 """
 
 from __future__ import annotations
@@ -63,3 +63,15 @@ def test_wbc_holds_the_quadruped_standing_through_the_virtual_bus():
     assert np.ptp(z[-10:]) < 0.003                     # and settled
     assert np.abs(s[-10:, :2]).max() < 0.05            # not wandering
     assert fz[-10:].mean() == pytest.approx(mass * 9.81, rel=0.05)
+
+
+def test_trot_walks_the_quadruped_forward_through_the_virtual_bus():
+    cfg = builtin_config("quadruped")
+    cfg = replace(cfg, controller=ControllerConfig(name="trot", params={"speed_mps": 0.2}))
+    summary, s, status, _ = run_daemon(cfg, 4.0)
+    assert summary["state"] == "done", summary["faults"]
+    assert status["speed_mps"] == pytest.approx(0.2)
+    x, z, tilt = s[:, 0], s[:, 2], s[:, 3]
+    assert x[-1] - x[0] > 0.4                         # it trots forward
+    assert abs(s[-1, 1]) < 0.2                        # roughly straight
+    assert z.min() > 0.18 and tilt.max() < 15.0       # and never falls
