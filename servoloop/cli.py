@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "servoloop.calibration.cli",           # calibrate
     "servoloop.bench.cli",                 # bench
     "servoloop.locomotion.cli",            # rom
+    "servoloop.experiments.cli",           # experiment
 )
 
 

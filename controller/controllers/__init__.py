@@ -37,6 +37,8 @@ BUILTIN = {
     "hold": "servoloop.controller.controllers.hold:HoldController",
     "trajectory": "servoloop.controller.controllers.trajectory:TrajectoryController",
     "gravity_comp": "servoloop.controller.controllers.gravity_comp:GravityCompController",
+    "wbc": "servoloop.controller.controllers.wbc:WbcController",
+    "trot": "servoloop.controller.controllers.trot:TrotController",
 }
 _REGISTRY: dict[str, type[Controller]] = {}
 

@@ -1,0 +1,89 @@
+"""``trot``: seed 003's trot (seed 002's PD trot's gait, seed 003's timing) feeding ``wbc``.
+
+The gait (:mod:`controller.wholebody.gait`, :mod:`controller.wholebody.trot_planner`):
+cycle ``period`` 0.3 s, ``duty`` 75 %, ``step_height`` 1.5 cm, diagonal
+pairs, swing splines from lift-off to a touchdown point ahead of the hip,
+stance feet held where they landed while the base reference moves at
+``speed_mps`` (forward, in the heading the robot had when the run began;
+slewed at ``accel`` m/s^2).  The targets go to the same whole-body tick as
+``wbc`` (task PD -> contact ID -> torques), contacts = the feet in stance.
+
+params: every ``wbc`` parameter, plus ``speed_mps`` (default 0: trot in
+place; settable over the socket, |speed| <= 0.5 m/s), ``period`` [s],
+``duty`` (0..1), ``step_height`` [m], ``accel`` [m/s^2].
+"""
+
+from __future__ import annotations
+
+from servoloop.controller.controllers.base import _number
+from servoloop.controller.controllers.wbc import WbcController
+from servoloop.controller.errors import ControllerParamError
+
+__all__ = ["TrotController"]
+
+#: gait parameter -> (lowest, highest) accepted
+GAIT_RANGES = {"speed_mps": (-0.5, 0.5), "period": (0.1, 2.0), "duty": (0.5, 0.95),
+               "step_height": (0.0, 0.1), "accel": (0.01, 5.0)}
+
+
+class TrotController(WbcController):
+    name = "trot"
+    param_keys = WbcController.param_keys + tuple(GAIT_RANGES)
+
+    def __init__(self, ctx, params=None, robot=None):
+        super().__init__(ctx, params, robot)
+        self.planner = None
+
+    def check_params(self, params: dict, initial: bool = False) -> dict:
+        params = super().check_params(params, initial)
+        for k, (lo, hi) in GAIT_RANGES.items():
+            if k in params:
+                v = _number(params[k], f"trot.{k}")
+                if not lo <= v <= hi:
+                    raise ControllerParamError(f"trot.{k} = {v} is outside [{lo}, {hi}]")
+                if k in ("period", "duty", "step_height") and not initial:
+                    raise ControllerParamError(f"trot.{k} can only be set in the config "
+                                               "(the gait is planned from it)")
+        return params
+
+    def apply_params(self, params: dict) -> None:
+        super().apply_params(params)
+        if self.planner is not None:
+            if "speed_mps" in params:
+                self.planner.speed_goal = float(params["speed_mps"])
+            if "accel" in params:
+                self.planner.accel = float(params["accel"])
+
+    def begin_run(self, q, v) -> None:
+        from servoloop.controller.wholebody.gait import TrotGait
+        from servoloop.controller.wholebody.trot_planner import TrotPlanner
+
+        super().begin_run(q, v)
+        p = self.params
+        gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
+                        step_height=float(p.get("step_height", 0.015)))
+        self.planner = TrotPlanner(self.robot, q, self.posture, gait, height=self._pose[2],
+                                   accel=float(p.get("accel", 0.5)))
+        self.planner.speed_goal = float(p.get("speed_mps", 0.0))
+        self.targets = self.planner.targets
+        self._t0 = None
+
+    def _set_base_targets(self) -> None:
+        # the planner owns x, y and yaw; a goal sets height, roll and pitch
+        from servoloop.controller.wholebody.robot import rpy_to_matrix
+
+        if self.targets is not None:
+            yaw = self._standing[5]
+            self.targets.base_position[2] = self._pose[2]
+            self.targets.base_rotation[:] = rpy_to_matrix([self._pose[3], self._pose[4], yaw])
+
+    def targets_for(self, t: float, q, v):
+        if self._t0 is None:
+            self._t0 = t
+        return self.planner.update(t - self._t0, q, v)
+
+    def status(self) -> dict:
+        s = super().status()
+        if self.planner is not None:
+            s.update(speed_mps=self.planner.speed, speed_goal_mps=self.planner.speed_goal)
+        return s

@@ -1,0 +1,331 @@
+"""``wbc``: whole-body balance through contact (seed 003), on any floating-base robot.
+
+Each tick: the base state (the estimator's ``state.base``, or level leg
+odometry while none runs: :mod:`controller.wholebody.base_source`) ->
+task-space PD on the base pose, the feet and the posture -> desired
+accelerations -> contact inverse dynamics (``variant``) -> joint torques in
+``command.effort``.  The daemon turns the effort into what each servo takes
+(:mod:`controller.joint_map`): a current for a current-mode servo (host
+``kp = kd = 0`` here: the torque is the whole command), a goal offset
+``tau / k_p`` for a position servo, whose goal is set to the measured
+position advanced by ``(k_d / k_p) dq`` (seed 000's law ``tau = k_p (goal -
+q) - k_d dq`` inverted, so the servo's own damping does not add to the
+torque asked for).
+
+During startup (the ramp calls ``update`` with ``t = 0``) it commands the
+posture and no torque; when the run begins it takes the base pose it finds
+as its goal (standing height = base height at the end of startup).
+
+params (all optional; defaults work on the built-in quadruped):
+
+- ``variant``: ``lcp_coulomb`` (default; the best measured, see
+  BENCHMARKS.md), ``qp`` or ``lcp_noslip``;
+- ``mu``: friction coefficient the ID assumes (default 0.8; ``inf`` or a
+  number);
+- ``feet``: link names (default: the links with contact geometry lowest at
+  the posture);
+- ``height``: base height [m] (default: at the end of startup);
+- ``posture``: ``{joint: rad}`` (default: the last ``startup.via`` pose, else
+  the pose at the start);
+- ``torque_filter_hz``: low-pass cutoff of the torques sent (default 40 at loops of
+  500 Hz and faster, else 0: none);
+- gains ``base_kp``, ``base_kd``, ``rot_kp``, ``rot_kd``, ``swing_kp``,
+  ``swing_kd``, ``posture_kp``, ``posture_kd`` (1/s^2, 1/s).
+
+Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
+"yaw"}`` in the world [m, rad]; keys left out keep their value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from servoloop.controller.controllers.base import (
+    Command,
+    Controller,
+    JointState,
+    _number,
+    joint_vector,
+)
+from servoloop.controller.errors import ControllerParamError
+
+__all__ = ["WbcController"]
+
+GAIN_KEYS = ("base_kp", "base_kd", "rot_kp", "rot_kd", "swing_kp", "swing_kd", "posture_kp", "posture_kd")
+POSE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
+#: how far a base goal may move from the standing pose (m for x, y, z; rad for angles)
+GOAL_RANGE = {"x": 0.5, "y": 0.5, "z": 0.1, "roll": 0.5, "pitch": 0.5, "yaw": math.pi}
+
+
+class WbcController(Controller):
+    name = "wbc"
+    param_keys = ("variant", "mu", "feet", "height", "posture", "torque_filter_hz") + GAIN_KEYS
+
+    def __init__(self, ctx, params=None, robot=None):
+        super().__init__(ctx, params)
+        from servoloop.controller.wholebody.balance import BalanceCore, Gains
+        from servoloop.controller.wholebody.base_source import BaseSource
+
+        self.robot = robot if robot is not None else self._load_robot()
+        gains = Gains()
+        for k in GAIN_KEYS:
+            if k in self.params:
+                setattr(gains, k, float(self.params[k]))
+        self.core = BalanceCore(self.robot, ctx.dt, self.params.get("variant", "lcp_coulomb"),
+                                self._mu(self.params.get("mu", 0.8)), gains)
+        self.source = BaseSource(self.robot, ctx.dt)
+        self.posture = np.clip(np.zeros(ctx.n), ctx.lower, ctx.upper)
+        self.targets = None
+        self._pose = np.zeros(6)              # x y z roll pitch yaw of the base goal
+        self._standing = np.zeros(6)          # the pose found when the run began
+        self.running = False
+        self._tau = np.zeros(ctx.n)
+        # default on at fast loops only (measured at 1 kHz on the quadruped; at the humanoid's
+        # 200 Hz a 40 Hz filter's lag tips it over)
+        cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
+        self._alpha = 1.0 if cutoff <= 0 else 1.0 - math.exp(-2.0 * math.pi * cutoff * ctx.dt)
+        self._servo_setup()
+
+    # -- setup ------------------------------------------------------------
+    def _load_robot(self):
+        from servoloop.controller.wholebody.robot import WholeBodyRobot
+
+        cfg = self.ctx.config
+        urdf = cfg.urdf_path() if cfg is not None else None
+        if urdf is None:
+            raise ControllerParamError(f"{self.name}: the config has no model (model.urdf or model.name)")
+        if not cfg.model.floating_base:
+            raise ControllerParamError(f"{self.name}: {cfg.source or cfg.robot} has a fixed base "
+                                       "(model.floating_base: false); wbc balances a floating base")
+        from servoloop import core_cy
+        from servoloop.core_cy.sim.model import (
+            ContactPoints,
+            contact_points_from_spec,
+            contact_points_from_urdf,
+        )
+
+        model = core_cy.Model.from_urdf(str(urdf), floating_base=True, mimic=cfg.model.mimic)
+        parts = []
+        try:
+            parts.append(contact_points_from_urdf(urdf, floating_base=True))
+        except ValueError:
+            pass
+        if cfg.simulation.contacts:
+            parts.append(contact_points_from_spec(urdf, cfg.simulation.contacts, floating_base=True))
+        points = ContactPoints.concat(parts)
+        feet = self.params.get("feet")
+        robot = WholeBodyRobot(model, points, self.ctx.joint_names, feet=feet,
+                               armature=self._servo_models("armature_kg_m2"), what=self.name)
+        if feet is None:
+            robot = WholeBodyRobot(model, points, self.ctx.joint_names,
+                                   feet=self._lowest_links(robot),
+                                   armature=self._servo_models("armature_kg_m2"), what=self.name)
+        return robot
+
+    def _lowest_links(self, robot) -> list[str]:
+        """Links with contact geometry within 1 cm of the lowest point, at the posture."""
+        q = robot.model.neutral().copy()
+        q[7 + robot.idx] = self._default_posture()
+        robot.kinematics(q)
+        low = {f.link: min(robot.point_world(f.body, p)[2] for p in f.points) - f.radius
+               for f in robot.feet}
+        z0 = min(low.values())
+        return [link for link, z in low.items() if z < z0 + 0.01]
+
+    def _servo_models(self, attr: str) -> np.ndarray | None:
+        cfg = self.ctx.config
+        if cfg is None:
+            return None
+        from servoloop.core_cy.sim.model import simulator_servo_model
+        from servoloop.firmware_bridge.control_table import get_table
+
+        out = []
+        for s in cfg.servos:
+            table = get_table(s.model)
+            out.append(getattr(simulator_servo_model(table.datasheet, table.name), attr))
+        return np.array(out, dtype=float)
+
+    def _servo_setup(self) -> None:
+        """Per joint: current-mode or position servo, and the damping advance k_d / k_p [s]."""
+        cfg = self.ctx.config
+        n = self.ctx.n
+        self._current = np.zeros(n, dtype=bool)
+        self._advance = np.zeros(n)
+        self._own_offset = np.zeros(n)
+        if cfg is None:
+            return
+        self._current[:] = [s.mode == "current" for s in cfg.servos]
+        kp, kd = self._servo_models("kp_nm_per_rad"), self._servo_models("kd_nm_s_per_rad")
+        calibrated = np.array([bool(s.position_stiffness) for s in cfg.servos])
+        stiffness = np.where(calibrated, [s.position_stiffness or 0.0 for s in cfg.servos], kp)
+        self._advance[:] = np.where(self._current, 0.0, kd / np.where(stiffness > 0, stiffness, np.inf))
+        # A position servo without a calibrated position_stiffness gets no offset from the
+        # daemon (joint_map: 1/k_p = 0): the controller offsets its goal by tau / k_p of the
+        # servo's default model itself.
+        self._own_offset = np.where(self._current | calibrated, 0.0,
+                                    1.0 / np.where(kp > 0, kp, np.inf))
+
+    def _default_posture(self) -> np.ndarray:
+        cfg, ctx = self.ctx.config, self.ctx
+        out = np.clip(np.zeros(ctx.n), ctx.lower, ctx.upper)
+        if cfg is not None:
+            for pose in cfg.startup.via:
+                out = joint_vector(ctx, pose, "startup.via", default=out)
+        if self.params.get("posture") is not None:
+            out = joint_vector(ctx, self.params["posture"], f"{self.name}.posture", default=out)
+        return out
+
+    @staticmethod
+    def _mu(value) -> float:
+        if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+            return math.inf
+        mu = _number(value, "wbc.mu") if not (isinstance(value, float) and math.isinf(value)) else value
+        if not mu > 0:
+            raise ControllerParamError(f"wbc.mu must be > 0 (or 'inf'), got {mu}")
+        return float(mu)
+
+    # -- parameters -------------------------------------------------------
+    def check_params(self, params: dict, initial: bool = False) -> dict:
+        params = super().check_params(params, initial)
+        from servoloop.controller.wholebody.balance import ID_VARIANTS
+
+        if "variant" in params and params["variant"] not in ID_VARIANTS:
+            raise ControllerParamError(f"{self.name}.variant: {params['variant']!r}; choose one of "
+                                       f"{', '.join(ID_VARIANTS)}")
+        if "mu" in params:
+            self._mu(params["mu"])
+        for k in GAIN_KEYS:
+            if k in params and not _number(params[k], f"{self.name}.{k}") >= 0:
+                raise ControllerParamError(f"{self.name}.{k} must be >= 0, got {params[k]}")
+        if "torque_filter_hz" in params:
+            f = _number(params["torque_filter_hz"], f"{self.name}.torque_filter_hz")
+            if not 0.0 <= f <= 0.5 / self.ctx.dt:
+                raise ControllerParamError(f"{self.name}.torque_filter_hz must be in [0, "
+                                           f"{0.5 / self.ctx.dt:g}] Hz (Nyquist), got {f}")
+            if not initial:
+                raise ControllerParamError(f"{self.name}.torque_filter_hz can only be set in the config")
+        if "height" in params and params["height"] is not None:
+            h = _number(params["height"], f"{self.name}.height")
+            if not 0.0 < h < 5.0:
+                raise ControllerParamError(f"{self.name}.height must be in (0, 5) m, got {h}")
+        if "feet" in params and params["feet"] is not None:
+            f = params["feet"]
+            if isinstance(f, str) or not all(isinstance(x, str) for x in f) or not f:
+                raise ControllerParamError(f"{self.name}.feet: expected a list of link names, got {f!r}")
+            if not initial:
+                raise ControllerParamError(f"{self.name}.feet can only be set in the config")
+        if params.get("posture") is not None:
+            joint_vector(self.ctx, params["posture"], f"{self.name}.posture",
+                         default=np.clip(np.zeros(self.ctx.n), self.ctx.lower, self.ctx.upper))
+        return params
+
+    def apply_params(self, params: dict) -> None:
+        super().apply_params(params)
+        if "variant" in params:
+            self.core.variant = params["variant"]
+        if "mu" in params:
+            self.core.mu = self._mu(params["mu"])
+        for k in GAIN_KEYS:
+            if k in params:
+                setattr(self.core.gains, k, float(params[k]))
+        if params.get("posture") is not None:
+            self.posture[:] = joint_vector(self.ctx, params["posture"], f"{self.name}.posture",
+                                           default=self.posture)
+            if self.targets is not None:
+                self.targets.posture[:] = self.posture
+        if params.get("height") is not None:
+            self._pose[2] = float(params["height"])
+            self._set_base_targets()
+
+    def check_goal(self, goal) -> dict:
+        if not isinstance(goal, dict):
+            raise ControllerParamError(f"{self.name} goal: expected a base pose "
+                                       f"{{{', '.join(POSE_KEYS)}}} in m and rad, got {goal!r}")
+        out = {}
+        for k, v in goal.items():
+            if k not in POSE_KEYS:
+                raise ControllerParamError(f"{self.name} goal: unknown key {k!r}; the base pose "
+                                           f"takes {', '.join(POSE_KEYS)} (m, rad)")
+            out[k] = _number(v, f"{self.name} goal {k}")
+        if self.running:        # the range is around the pose found when the run began
+            self._check_range(out)
+        return out
+
+    def apply_goal(self, goal: dict) -> None:
+        self._check_range(goal)
+        for k, v in goal.items():
+            self._pose[POSE_KEYS.index(k)] = v
+        self._set_base_targets()
+
+    def _check_range(self, goal: dict) -> None:
+        for k, v in goal.items():
+            i = POSE_KEYS.index(k)
+            lo, hi = self._standing[i] - GOAL_RANGE[k], self._standing[i] + GOAL_RANGE[k]
+            if not lo <= v <= hi:
+                raise ControllerParamError(f"{self.name} goal {k} = {v:.4f} is outside "
+                                           f"[{lo:.4f}, {hi:.4f}] (the standing pose +- {GOAL_RANGE[k]})")
+
+    def _set_base_targets(self) -> None:
+        from servoloop.controller.wholebody.robot import rpy_to_matrix
+
+        if self.targets is not None:
+            self.targets.base_position[:] = self._pose[:3]
+            self.targets.base_rotation[:] = rpy_to_matrix(self._pose[3:])
+
+    # -- the loop ---------------------------------------------------------
+    def start(self, state: JointState) -> None:
+        self.posture[:] = self._default_posture()
+        self.running = False
+
+    def begin_run(self, q, v) -> None:
+        """The run begins: the base goal is the pose found now (height: the param if set)."""
+        from servoloop.controller.wholebody.balance import Targets
+        from servoloop.controller.wholebody.robot import matrix_to_rpy, quat_to_matrix
+
+        self.targets = Targets.standing(self.robot, q, self.posture)
+        self._standing[:3] = q[:3]
+        self._standing[3:] = matrix_to_rpy(quat_to_matrix(q[3:7]))
+        self._standing[3:5] = 0.0                       # level
+        self._pose[:] = self._standing
+        if self.params.get("height") is not None:
+            self._pose[2] = float(self.params["height"])
+        self._set_base_targets()
+        self.running = True
+
+    def targets_for(self, t: float, q, v):
+        """The task targets of this tick (``trot`` overrides it)."""
+        return self.targets
+
+    def update(self, t: float, state: JointState, command: Command) -> None:
+        if t <= 0.0 and not self.running:
+            # startup ramp: hold the posture, no torque (current servos get a host PD)
+            command.position[:] = self.posture
+            command.effort[:] = 0.0
+            command.kp[:] = np.where(self._current, 5.0, 0.0)
+            command.kd[:] = np.where(self._current, 0.1, 0.0)
+            return
+        stance = self.targets.stance if self.targets is not None else None
+        q, v = self.source.update(state, stance)
+        if not self.running:
+            self.begin_run(q, v)
+        tg = self.targets_for(t, q, v)
+        tau = self.core.step(q, v, tg)
+        # first-order low-pass: the state is a tick old on a bus, and the ID's torques
+        # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow
+        self._tau += self._alpha * (tau - self._tau)
+        tau = self._tau
+        command.effort[:] = tau
+        np.multiply(state.velocity, self._advance, out=command.position)
+        command.position += state.position
+        command.position += tau * self._own_offset
+        command.kp[:] = 0.0
+        command.kd[:] = 0.0
+
+    def status(self) -> dict:
+        return {"name": self.name, "variant": self.core.variant, "running": self.running,
+                "base_goal": dict(zip(POSE_KEYS, self._pose.tolist(), strict=True)),
+                "estimated_base": self.source.estimated,
+                "feet": [f.link for f in self.robot.feet], "id_failures": self.core.failures,
+                "last_id_error": self.core.last_error}

@@ -1,0 +1,213 @@
+"""Task-space PD -> desired accelerations -> contact inverse dynamics -> joint torques.
+
+One tick of whole-body control (seed 003's controller structure):
+
+1. Task accelerations from PD laws: the base pose (world position and
+   orientation), swing feet (world points), posture (joints), and stance
+   feet held still (``a = -kd_contact * v``, the foot's velocity damped out).
+2. The full desired acceleration ``qdd`` (nv,) is the weighted least-squares
+   solution of the stacked task rows ``J_i qdd = a_i`` (stance feet weigh
+   most, posture least, so posture acts in what the others leave free).
+3. The contact inverse dynamics (:func:`core_cy.inverse_dynamics.solve`,
+   variant ``qp`` / ``lcp_coulomb`` / ``lcp_noslip``) on the stance feet
+   gives the joint torques that realise the joint part of ``qdd`` with the
+   contact forces it predicts.
+
+Velocity-product terms (``Jdot v``) are left out: at the speeds of a stand
+or a trot they are small next to the PD terms, and the feedback absorbs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix, rotation_log
+
+__all__ = ["Gains", "Targets", "BalanceCore", "ID_VARIANTS"]
+
+#: controller variant name -> (inverse-dynamics variant, friction used in the model)
+ID_VARIANTS = ("lcp_coulomb", "qp", "lcp_noslip")
+
+
+@dataclass
+class Gains:
+    """PD gains of the tasks, in acceleration units (1/s^2 and 1/s), and task weights.
+
+    Defaults: the base and swing feet critically damped (``kd = 2 sqrt(kp)``).
+    """
+
+    base_kp: float = 150.0
+    base_kd: float = 24.0
+    rot_kp: float = 150.0
+    rot_kd: float = 24.0
+    swing_kp: float = 900.0
+    swing_kd: float = 60.0
+    posture_kp: float = 100.0
+    posture_kd: float = 20.0
+    contact_kd: float = 30.0
+    w_contact: float = 30.0
+    w_base: float = 10.0
+    w_swing: float = 1.0
+    w_posture: float = 0.05
+
+
+@dataclass
+class Targets:
+    """What the tasks track (world frame, SI).
+
+    base_position (3,) m, base_velocity (3,) m/s, base_rotation (3, 3), posture (n,) rad
+    in the controller's joint order, stance (feet,) bool, swing_position / swing_velocity /
+    swing_acceleration (feet, 3) m, m/s, m/s^2 (read only where not in stance).
+    """
+
+    base_position: np.ndarray
+    base_velocity: np.ndarray
+    base_rotation: np.ndarray
+    posture: np.ndarray
+    stance: np.ndarray
+    swing_position: np.ndarray
+    swing_velocity: np.ndarray
+    swing_acceleration: np.ndarray
+
+    @classmethod
+    def standing(cls, robot: WholeBodyRobot, q: np.ndarray, posture: np.ndarray) -> Targets:
+        """Hold the base where it is at ``q`` (nq,), all feet in stance."""
+        nf = len(robot.feet)
+        return cls(np.array(q[:3], dtype=float), np.zeros(3), quat_to_matrix(q[3:7]),
+                   np.array(posture, dtype=float), np.ones(nf, dtype=bool),
+                   np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 3)))
+
+
+class BalanceCore:
+    """The whole-body tick on one robot: targets -> ``qdd`` -> contact ID -> ``tau``.
+
+    Parameters
+    ----------
+    robot : WholeBodyRobot
+    dt : float, control period [s] (the ID spreads impulses over it)
+    variant : "lcp_coulomb" | "qp" | "lcp_noslip"
+    mu : float, friction coefficient the ID assumes (``inf``: no friction limit)
+    gains : Gains
+    plane : "stance" (default) or "world".  The ID's stabilised contact rows ask an open
+        gap ``phi`` to close within the step (``n^T v+ >= -phi / dt``): 0.1 mm of base
+        height error would ask for 0.1 m/s of approach and a huge acceleration.  With
+        "stance" the ground plane passes through the highest stance foot, the
+        Baumgarte term is off and the base twist given to the ID is the one that keeps
+        the stance feet still, so the declared stance feet are in contact, at rest,
+        whatever the estimate's error or the ground's compliance; "world" is the plane z = 0 with the simulator's
+        stabilisation (the true state, as in the seed 003 experiment).
+    """
+
+    def __init__(self, robot: WholeBodyRobot, dt: float, variant: str = "lcp_coulomb",
+                 mu: float = 0.8, gains: Gains | None = None, plane: str = "stance") -> None:
+        from servoloop.core_cy.inverse_dynamics import WarmStart
+
+        self.robot = robot
+        self.dt = float(dt)
+        self.variant = variant
+        self.mu = float(mu)
+        self.gains = gains or Gains()
+        nv = robot.model.nv
+        self.q = robot.model.neutral().copy()
+        self.v = np.zeros(nv)
+        self.qdd = np.zeros(nv)
+        self.tau = np.zeros(robot.n)          # controller joint order
+        self.forces = np.zeros((0, 3))
+        self.failures = 0
+        self.last_error = ""
+        if plane not in ("stance", "world"):
+            raise ValueError(f"BalanceCore.plane: {plane!r}; choose stance or world")
+        self.plane = plane
+        self._warm = WarmStart()
+        self._warm_key = None
+
+    # -- step 1-2: accelerations ------------------------------------------
+    def accelerations(self, q, v, tg: Targets) -> np.ndarray:
+        """Desired ``qdd`` (nv,) of the tasks at state ``q`` (nq,), ``v`` (nv,)."""
+        r, g = self.robot, self.gains
+        nv = r.model.nv
+        r.kinematics(q)
+        R = quat_to_matrix(q[3:7])
+        v_lin_w = R @ v[:3]
+        w_b = v[3:6]
+        a_lin_w = g.base_kp * (tg.base_position - q[:3]) + g.base_kd * (tg.base_velocity - v_lin_w)
+        a_ang_w = g.rot_kp * rotation_log(tg.base_rotation @ R.T) - g.rot_kd * (R @ w_b)
+        rows, rhs = [], []
+        # base: body-frame free-flyer acceleration (classical accel minus w x v)
+        Jb = np.zeros((6, nv))
+        Jb[:, :6] = np.eye(6)
+        rows.append(g.w_base * Jb)
+        rhs.append(g.w_base * np.concatenate([R.T @ a_lin_w - np.cross(w_b, v[:3]), R.T @ a_ang_w]))
+        for i, foot in enumerate(r.feet):
+            if tg.stance[i]:
+                for p in foot.points:
+                    J = r.point_jacobian(q, foot.body, p, foot.radius)
+                    rows.append(g.w_contact * J)
+                    rhs.append(g.w_contact * (-g.contact_kd * (J @ v)))
+            else:
+                J = r.point_jacobian(q, foot.body, foot.center, foot.radius)
+                x = r.foot_position(foot)
+                a = (tg.swing_acceleration[i] + g.swing_kp * (tg.swing_position[i] - x)
+                     + g.swing_kd * (tg.swing_velocity[i] - J @ v))
+                rows.append(g.w_swing * J)
+                rhs.append(g.w_swing * a)
+        Jp = np.zeros((r.n, nv))
+        Jp[np.arange(r.n), 6 + r.idx] = 1.0
+        qj, vj = q[7 + r.idx], v[6 + r.idx]
+        rows.append(g.w_posture * Jp)
+        rhs.append(g.w_posture * (g.posture_kp * (tg.posture - qj) - g.posture_kd * vj))
+        A = np.vstack(rows)
+        b = np.concatenate(rhs)
+        self.qdd[:] = np.linalg.lstsq(A, b, rcond=None)[0]
+        return self.qdd
+
+    # -- step 3: torques --------------------------------------------------
+    def torques(self, q, v, qdd, stance) -> np.ndarray:
+        """Joint torques (n,) [N m] realising the joint part of ``qdd`` with the stance feet.
+
+        On a solver failure the previous torques are kept (counted in :attr:`failures`).
+        """
+        from servoloop.core_cy.inverse_dynamics import solve
+
+        r = self.robot
+        key = tuple(bool(s) for s in stance)
+        if key != self._warm_key:       # the warm start is per contact list
+            self._warm.active = []
+            self._warm_key = key
+        contacts = r.contact_subset(stance)
+        extra = {}
+        if self.plane == "stance" and np.any(stance):
+            from servoloop.core_cy.sim.model import Ground
+
+            r.kinematics(q)
+            # each stance foot's lowest point; the plane through the highest of those
+            top = max(min(r.point_world(f.body, p)[2] for p in f.points) - f.radius
+                      for f, on in zip(r.feet, stance, strict=True) if on)
+            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
+            # higher than that (a box's top corners, a tilted sole's heel) take no force
+            extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
+                     "margin": 1e-3}
+            # the nearest velocity that keeps the stance feet still: a foot sinking into
+            # soft ground, legs splaying or an estimate's velocity error must not read as an
+            # impact the contacts stop within one tick
+            J = np.vstack([r.point_jacobian(q, f.body, p, f.radius)
+                           for f, on in zip(r.feet, stance, strict=True) if on for p in f.points])
+            v = v - np.linalg.lstsq(J, J @ v, rcond=None)[0]
+        try:
+            res = solve(r.model, r.data, q, v, qdd, contacts, self.mu, self.variant, dt=self.dt,
+                        armature=r.armature, warm=self._warm if self.variant == "lcp_noslip" else None,
+                        **extra)
+        except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return self.tau
+        self.tau[:] = res.tau[r.idx]
+        self.forces = res.contact_forces
+        return self.tau
+
+    def step(self, q, v, tg: Targets) -> np.ndarray:
+        """One tick: joint torques (n,) [N m] for the targets (also in :attr:`tau`)."""
+        qdd = self.accelerations(q, v, tg)
+        return self.torques(q, v, qdd, tg.stance)

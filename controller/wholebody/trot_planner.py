@@ -1,0 +1,106 @@
+"""Base and foot references of a trot at a desired forward speed, tick by tick.
+
+The base reference moves at the desired velocity (forward, in the heading
+it had at the start) at the standing height, level; stance feet stay put
+(the balance core holds them still), swing feet follow
+:meth:`TrotGait.swing_reference` from lift-off to a touchdown point ahead
+of the hip.  The speed is slewed (``accel`` m/s^2) so a new ``speed_mps``
+from the command socket does not jerk the base, and the base reference is
+kept within ``max_lead`` of the measured base so a slip cannot make it run
+away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servoloop.controller.wholebody.balance import Targets
+from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
+from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix
+
+__all__ = ["TrotPlanner"]
+
+
+class TrotPlanner:
+    """Fills :class:`Targets` for a trot.
+
+    Parameters
+    ----------
+    robot : WholeBodyRobot
+    q0 : (nq,) the standing configuration the trot starts from
+    posture : (n,) joint posture [rad], controller joint order
+    gait : TrotGait (touchdown phases filled from the feet's link names when None)
+    height : base height above the ground [m], default ``q0``'s
+    accel : speed slew [m/s^2]
+    stand_time : s of standing (all feet down) before the first step
+    """
+
+    def __init__(self, robot: WholeBodyRobot, q0, posture, gait: TrotGait | None = None,
+                 height: float | None = None, accel: float = 0.5, stand_time: float = 0.3,
+                 max_lead: float = 0.03) -> None:
+        self.robot = robot
+        nf = len(robot.feet)
+        gait = gait or TrotGait()
+        if gait.touchdown is None:
+            gait.touchdown = np.array([touchdown_phase(f.link, i) for i, f in enumerate(robot.feet)])
+        self.gait = gait
+        self.accel = float(accel)
+        self.stand_time = float(stand_time)
+        self.max_lead = float(max_lead)
+        q0 = np.asarray(q0, dtype=float)
+        self.targets = Targets.standing(robot, q0, posture)
+        R0 = quat_to_matrix(q0[3:7])
+        yaw = np.arctan2(R0[1, 0], R0[0, 0])
+        self.heading = np.array([np.cos(yaw), np.sin(yaw), 0.0])
+        Rz = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+        self.targets.base_rotation = Rz
+        if height is not None:
+            self.targets.base_position[2] = height
+        robot.kinematics(q0)
+        feet = np.array([robot.foot_position(f) for f in robot.feet])
+        self.ground_z = float(feet[:, 2].mean())
+        # foot offsets from the base in the heading frame (where each foot stands)
+        self.offset = (feet - q0[:3]) @ Rz
+        self.offset[:, 2] = 0.0
+        self.liftoff = feet.copy()
+        self.speed = 0.0
+        self.speed_goal = 0.0
+        self._prev_stance = np.ones(nf, dtype=bool)
+        self._t_prev = None
+
+    def update(self, t: float, q, v) -> Targets:
+        """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,)."""
+        tg, r, g = self.targets, self.robot, self.gait
+        dt = 0.0 if self._t_prev is None else max(0.0, t - self._t_prev)
+        self._t_prev = t
+        step = self.accel * dt
+        self.speed += float(np.clip(self.speed_goal - self.speed, -step, step))
+        vel = self.speed * self.heading
+        tg.base_velocity[:] = vel
+        tg.base_position[:2] += vel[:2] * dt
+        lead = tg.base_position[:2] - q[:2]
+        n = np.linalg.norm(lead)
+        if n > self.max_lead:
+            tg.base_position[:2] = q[:2] + lead * (self.max_lead / n)
+        tgait = t - self.stand_time
+        if tgait < 0.0:
+            tg.stance[:] = True
+            return tg
+        u_all = g.swing_progress(tgait)
+        r.kinematics(q)
+        for i, foot in enumerate(r.feet):
+            u = u_all[i]
+            if u < 0.0:
+                tg.stance[i] = True
+                continue
+            if self._prev_stance[i]:
+                self.liftoff[i] = r.foot_position(foot)
+            tg.stance[i] = False
+            left = (1.0 - u) * g.swing_time
+            base_td = tg.base_position + vel * left
+            target = base_td + tg.base_rotation @ self.offset[i] + vel * (0.5 * g.stance_time)
+            target[2] = self.ground_z
+            p, dp, ddp = g.swing_reference(u, self.liftoff[i], target, self.ground_z)
+            tg.swing_position[i], tg.swing_velocity[i], tg.swing_acceleration[i] = p, dp, ddp
+        self._prev_stance[:] = tg.stance
+        return tg

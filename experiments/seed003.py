@@ -1,0 +1,307 @@
+"""Seed 003's closed-loop experiment: the quadruped trotting under seven controllers (Tables 3-5).
+
+The built-in quadruped trots (seed 003's gait: cycle 0.3 s, duty 75 %, step
+height 1.5 cm, 20 cm/s forward) on the contact simulator, rigid or compliant
+ground, friction 0.1 or "infinite", its joints torque-driven
+(:class:`experiments.closed_loop.TorquePlant`), with the simulator's true
+base state (the paper's controllers shared the simulator's state too).
+
+Controllers (the paper's seven):
+
+==========  ==============================================================
+qp_mu       contact ID, complementarity-free QP with the friction pyramid
+qp_inf      the same QP without the friction bound
+lcp_mu      contact ID, Coulomb LCP (Lemke)
+lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
+pid         joint PID on the reference joint trajectory, no model
+id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old
+id_lag2     the same, 2 ticks old
+==========  ==============================================================
+
+As in the paper, every ID controller feeds the same joint error feedback into
+``qdd_des`` (``KP_ID``, ``KD_ID``) and PID tracks the same reference: the
+configuration that puts the base at its reference pose (the trot planner of
+:mod:`controller.wholebody.trot_planner`) and each foot at its reference
+point (stance feet where they landed, swing feet on their splines), solved by
+a few damped Gauss-Newton steps per tick.
+
+Metrics per run (means over the ticks and joints): ``pos_err_rad``
+E|q - q_ref|, ``vel_err_rad_s`` E|dq - dq_ref|, ``dtau_mean`` E|dtau/dt|
+[N m/s], ``tau_mean`` E|tau| [N m], ``force_err_pct`` the l1 normal-force
+prediction error sum|f_pred - f_sim| / sum f_sim per foot [%] (no row for
+pid, which predicts none), ``fell`` 1 when the trunk fell (height below half
+the standing height or tilted past 45 deg; the run stops there), and
+``id_failures``, ticks whose ID solve failed (the previous torque kept).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from servoloop.controller.wholebody.balance import BalanceCore
+from servoloop.controller.wholebody.robot import WholeBodyRobot
+from servoloop.controller.wholebody.trot_planner import TrotPlanner
+from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+
+__all__ = ["CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
+
+CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag2")
+GROUNDS = ("rigid", "compliant")
+MUS = (0.1, math.inf)
+#: the simulator's "infinite" friction: the compliant law needs a finite coefficient, and the
+#: rigid PGS with unbounded friction lets a trotting robot fall where mu = 2 (never reached
+#: by a foot here: |f_t| / f_n stays below 1) does not
+MU_INF = 2.0
+SPEED_MPS = 0.2
+#: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
+KP_ID, KD_ID = 2500.0, 100.0
+
+# The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
+_T3 = {
+    "qp_mu": [(0.0310, 1.9425), (0.0486, 2.2596), (0.0217, 2.0365), (0.0342, 2.9360)],
+    "qp_inf": [(0.0483, 2.6295), (0.0654, 2.5737), None, (0.0446, 3.9779)],
+    "lcp_mu": [(0.0239, 1.8386), (0.0259, 1.8784), (0.0219, 2.0786), (0.0226, 2.1243)],
+    "lcp_inf": [None, (0.0260, 1.8950), None, None],
+    "pid": [(0.0895, 1.5569), (0.0916, 1.4653), (0.0850, 1.5845), (0.0850, 1.5845)],
+    "id_lag1": [(0.0325, 1.7952), (0.1317, 2.5585), (0.0265, 1.8858), (0.1270, 4.4377)],
+    "id_lag2": [(0.0328, 1.7830), (0.1316, 2.5608), (0.0267, 1.8742), (0.1270, 4.2061)],
+}
+_T4 = {"qp_mu": (52.5718, 0.2016), "qp_inf": (245.5117, 0.4239), "lcp_mu": (677.9693, 0.8351),
+       "lcp_inf": (351.1803, 0.4055), "id_lag1": (974.3312, 0.9918), "id_lag2": (17528.0, 2.7416),
+       "pid": (100.1571, 0.3413)}
+_T5 = {"qp_mu": [12.53, 27.48, 17.12, 30.86], "qp_inf": [22.26, 25.26, None, 30.66],
+       "lcp_mu": [1.94, 1.55, 6.37, 24.00], "lcp_inf": [None, 1.16, None, None]}
+_COLUMN = {("rigid", 0.1): 0, ("rigid", math.inf): 1, ("compliant", 0.1): 2, ("compliant", math.inf): 3}
+
+
+def _paper() -> dict:
+    """(ground, mu, controller) -> {metric: paper value}; fell = 1 where the paper's robot fell."""
+    out = {}
+    for (ground, mu), col in _COLUMN.items():
+        for c in CONTROLLERS:
+            d = {}
+            t3 = _T3[c][col]
+            if t3 is None:
+                d["fell"] = 1.0
+            else:
+                d["pos_err_rad"], d["vel_err_rad_s"] = t3
+                d["fell"] = 0.0
+                d["dtau_mean"], d["tau_mean"] = _T4[c]
+            if c in _T5 and _T5[c][col] is not None:
+                d["force_err_pct"] = _T5[c][col]
+            out[(ground, mu, c)] = d
+    return out
+
+
+PAPER = _paper()
+
+
+def case_name(ground: str, mu: float, controller: str) -> str:
+    return f"{ground} mu={'inf' if math.isinf(mu) else f'{mu:g}'} {controller}"
+
+
+@dataclass(frozen=True)
+class Case:
+    ground: str
+    mu: float
+    controller: str
+
+
+def _sim_config(ground: str, mu: float):
+    from servoloop.core_cy.contact.laws import ContactLaw
+    from servoloop.core_cy.sim.model import RigidSettings
+    from servoloop.core_cy.sim.simulator import SimConfig
+
+    m = MU_INF if math.isinf(mu) else mu
+    if ground == "rigid":
+        return SimConfig(mode="rigid", dt=1e-3, rigid=RigidSettings(mu=m))
+    return SimConfig(mode="compliant", dt=1e-3, law=ContactLaw(mu_static=m, mu_dynamic=m))
+
+
+class _Reference:
+    """Reference joint positions (n,) by Gauss-Newton IK of the base and foot references."""
+
+    def __init__(self, robot: WholeBodyRobot, q0) -> None:
+        self.robot = robot
+        self.q = np.array(q0, dtype=float)
+        self.lower = np.asarray(robot.model.lower_limits, dtype=float)[7:]
+        self.upper = np.asarray(robot.model.upper_limits, dtype=float)[7:]
+        # each foot's leg: the joint columns its point Jacobian touches
+        robot.kinematics(self.q)
+        self.cols = []
+        for f in robot.feet:
+            J = robot.point_jacobian(self.q, f.body, f.center, f.radius)
+            self.cols.append(np.flatnonzero(np.abs(J[:, 6:]).sum(axis=0) > 1e-12) + 6)
+
+    def solve(self, base_pos, base_rot, feet_pos, iters: int = 3) -> np.ndarray:
+        from servoloop.controller.wholebody.base_source import _quat
+
+        r, q = self.robot, self.q
+        q[:3] = base_pos
+        q[3:7] = _quat(base_rot)
+        for _ in range(iters):
+            r.kinematics(q)
+            for f, cols, target in zip(r.feet, self.cols, feet_pos, strict=True):
+                e = target - r.foot_position(f)
+                J = r.point_jacobian(q, f.body, f.center, f.radius)[:, cols]
+                # damped least squares: an out-of-reach target stretches the leg, no blow-up
+                step = J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(3), e)
+                q[cols + 1] += np.clip(step, -0.2, 0.2)
+            np.clip(q[7:], self.lower, self.upper, out=q[7:])
+        return q[7:]
+
+
+def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict:
+    """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics."""
+    from servoloop import core_cy
+    from servoloop.experiments.gaits import stand_goals
+
+    urdf = builtin_urdf("quadruped")
+    robot = WholeBodyRobot.from_urdf(urdf)
+    names = list(robot.model.actuated_joint_names)
+    q_stand = stand_goals(urdf, joint_names=names)
+    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu), q_stand)
+    robot.armature[:] = plant.armature
+    dt = plant.dt
+    c = case.controller
+    variant = {"qp_mu": "qp", "qp_inf": "qp", "lcp_mu": "lcp_coulomb", "lcp_inf": "lcp_noslip"}.get(c)
+    # the *_inf controllers assume no friction limit; the others the terrain's (the simulator's)
+    mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (MU_INF if math.isinf(case.mu) else case.mu)
+    # rigid ground: the ID's contact model is the simulator's (true gaps, same stabilisation);
+    # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
+    core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
+                       plane="world" if case.ground == "rigid" else "stance")
+    # settle on the ground under a joint PD to the standing posture before the trot
+    for _ in range(int(0.2 / dt)):
+        plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
+    planner = TrotPlanner(robot, plant.q.copy(), q_stand, stand_time=0.3)
+    planner.speed_goal = speed
+    ref = _Reference(robot, plant.q.copy())
+    z0 = float(plant.q[2])
+    n_steps = int(round(seconds / dt))
+    model, data = robot.model, core_cy.Data(robot.model)
+    pts = plant.sim.points
+    lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
+    f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
+    integ = np.zeros(robot.n)
+    # the simulator's servo gains (a position-mode XM430 holds the stand with them)
+    kp_pid, kd_pid, ki_pid = 20.0, 0.15, 5.0
+    qdd_buf = np.zeros(robot.model.nv)
+
+    def joint_qdd(q_ref, dq_ref, qj, vj):
+        # the paper's ID controllers: the same joint error feedback into qdd_des (the base
+        # part is what the contacts then give)
+        qdd_buf[6:] = KP_ID * (q_ref - qj) + KD_ID * (dq_ref - vj)
+        return qdd_buf
+
+    tau_prev = None
+    acc = {"pos": 0.0, "vel": 0.0, "dtau": 0.0, "tau": 0.0, "ferr": 0.0, "fsum": 0.0}
+    n_used = 0
+    fell = 0
+    q_ref_prev = None
+    foot_rows = np.cumsum([0] + [len(f.points) for f in robot.feet])
+    robot.kinematics(plant.q)
+    anchor = np.array([robot.foot_position(f) for f in robot.feet])
+    was_stance = np.ones(len(robot.feet), dtype=bool)
+    tau_max = np.array([s.stall_torque_at_supply_nm for s in plant.sim.config.servos(robot.na)])
+    for k in range(n_steps):
+        q, v = plant.q.copy(), plant.v.copy()
+        tg = planner.update(k * dt, q, v)
+        robot.kinematics(q)
+        for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
+            if tg.stance[i] and not was_stance[i]:
+                anchor[i] = robot.foot_position(f)
+        was_stance[:] = tg.stance
+        feet_ref = np.where(tg.stance[:, None], anchor, tg.swing_position)
+        q_ref = ref.solve(tg.base_position, tg.base_rotation, feet_ref).copy()
+        dq_ref = np.zeros(robot.n) if q_ref_prev is None else (q_ref - q_ref_prev) / dt
+        q_ref_prev = q_ref
+        qj, vj = q[7:], v[6:]
+        pred = None
+        if c == "pid":
+            e = q_ref - qj
+            integ += e * dt
+            tau = kp_pid * e + kd_pid * (dq_ref - vj) + ki_pid * integ
+        elif lag:
+            qdd = joint_qdd(q_ref, dq_ref, qj, vj)
+            M = np.array(core_cy.crba(model, data, q), dtype=float)
+            M[6:, 6:] += np.diag(robot.armature)
+            h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
+            core_cy.forward_kinematics(model, data, q)
+            gen = M @ qdd + h
+            f_lag = f_hist[-1 - lag]
+            for i in range(len(pts)):
+                if f_lag[i].any():
+                    J = robot.point_jacobian(q, int(pts.body[i]), pts.position[i], pts.radius[i])
+                    gen -= J.T @ f_lag[i]
+            tau = gen[6:].copy()
+            pred = np.array([f_lag[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
+        else:
+            with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
+                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), tg.stance).copy()
+            pred = np.zeros(len(robot.feet))
+            rows = 0
+            for j, f in enumerate(robot.feet):
+                if tg.stance[j]:
+                    pred[j] = core.forces[rows:rows + len(f.points), 2].sum()
+                    rows += len(f.points)
+        # what an actuator can give (the simulator clips there too)
+        tau = np.clip(tau, -tau_max, tau_max)
+        plant.step(tau)
+        f_now = plant.contact_forces.copy()
+        f_hist = f_hist[1:] + [f_now]
+        if pred is not None:
+            actual = np.array([f_now[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
+            acc["ferr"] += float(np.abs(pred - actual).sum())
+            acc["fsum"] += float(actual.sum())
+        acc["pos"] += float(np.abs(qj - q_ref).mean())
+        acc["vel"] += float(np.abs(vj - dq_ref).mean())
+        acc["tau"] += float(np.abs(tau).mean())
+        if tau_prev is not None:
+            acc["dtau"] += float(np.abs(tau - tau_prev).mean()) / dt
+        tau_prev = tau
+        n_used += 1
+        R = plant.q[3:7]
+        tilt = 2.0 * math.asin(min(1.0, math.hypot(R[0], R[1])))
+        if plant.q[2] < 0.5 * z0 or tilt > math.radians(45.0) or not np.isfinite(plant.q).all():
+            fell = 1
+            break
+    n = max(n_used, 1)
+    out = {"pos_err_rad": acc["pos"] / n, "vel_err_rad_s": acc["vel"] / n,
+           "dtau_mean": acc["dtau"] / max(n - 1, 1), "tau_mean": acc["tau"] / n, "fell": float(fell)}
+    if c != "pid":
+        out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
+        out["id_failures"] = float(core.failures)
+    out["distance_m"] = float(plant.q[0])
+    return out
+
+
+UNITS = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "tau_mean": "N m",
+         "force_err_pct": "%", "fell": "0/1", "id_failures": "ticks", "distance_m": "m"}
+
+
+def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None) -> dict:
+    """Every case; the benchmark JSON form (:func:`bench.common.report`), anchors from the paper.
+
+    A row without a paper value has ``anchor`` and ``ratio`` null.
+    """
+    rows = []
+    for ground in grounds:
+        for mu in mus:
+            for c in controllers:
+                name = case_name(ground, mu, c)
+                if progress:
+                    progress(name)
+                metrics = run_case(Case(ground, mu, c), seconds)
+                paper = PAPER[(ground, mu, c)]
+                for m, val in metrics.items():
+                    a = paper.get(m)
+                    ours = None if val is None or not math.isfinite(val) else float(val)
+                    rows.append({"case": name, "metric": m, "unit": UNITS[m], "ours": ours,
+                                 "anchor_name": "Zapolsky & Drumwright 2016" if a is not None else None,
+                                 "anchor": a,
+                                 "ratio": (ours / a if (a and ours is not None) else None)})
+    return {"benchmark": "seed003", "seconds": seconds, "rows": rows}
