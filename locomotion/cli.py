@@ -17,7 +17,7 @@ EXIT_FAILURE, EXIT_USAGE = 1, 2
 
 
 def register(sub) -> None:
-    p = sub.add_parser("rom", help="reduced-order walking models: learn, evaluate, plan (seed 004)")
+    p = sub.add_parser("rom", help="reduced-order walking models: learn, evaluate, plan")
     rsub = p.add_subparsers(dest="rom_command", metavar="ACTION", required=True)
     lp = rsub.add_parser("learn", help="learn a ROM by bilevel optimisation on a 3x3 task grid")
     lp.add_argument("--model", choices=("2d", "4d"), required=True, help="2d: LIP; 4d: LIP + swing foot")

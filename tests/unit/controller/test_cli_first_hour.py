@@ -106,7 +106,7 @@ def test_paper_jargon_is_gone_from_help_texts():
                     texts.append(sp.format_help())
                     stack.append(sp)
     text = "\n".join(texts).lower()
-    assert "seed 000" not in text and "paper method" not in text
+    assert "seed 00" not in text and "paper method" not in text
 
 
 def test_jog_keys_select_step_and_quit():
