@@ -17,7 +17,7 @@ BENCHMARKS = {
     "bus": "host CPU per sync cycle vs dynamixel_sdk, cycle rate vs wire limit",
     "loop": "control-loop jitter and missed ticks vs a plain Python loop",
     "sim": "contact simulation steps vs MuJoCo mj_step, and agreement",
-    "inverse_dynamics": "contact inverse dynamics (seed 003) vs Pinocchio + qpsolvers(daqp)",
+    "inverse_dynamics": "contact inverse dynamics vs Pinocchio + qpsolvers(daqp)",
     "startup": "wall time of `servoloop --help` / `servoloop status` vs `import numpy`",
     "live": "tick work with the Foxglove live view (and a subscribed client) vs without",
     "estimator": "base estimator (IMU + leg kinematics) CPU per tick vs the tick period",
