@@ -55,7 +55,9 @@ class JointMap:
         kt = np.array([s.torque_constant or np.nan for s in servos], dtype=float)
         self.kt = kt
         self.inv_kt = np.where(np.isfinite(kt) & (kt > 0), 1.0 / np.where(kt > 0, kt, 1.0), 0.0)
-        stiff = np.array([s.position_stiffness or 0.0 for s in servos], dtype=float)
+        # a current-mode servo takes its torque as current: a goal offset as well would count it twice
+        stiff = np.array([0.0 if s.mode == "current" else (s.position_stiffness or 0.0) for s in servos],
+                         dtype=float)
         self.inv_stiffness = np.where(stiff > 0, 1.0 / np.where(stiff > 0, stiff, 1.0), 0.0)
         self.current_limit = np.full(n, np.inf)
         self._current_floor = -self.current_limit  # preallocated: no negation per tick

@@ -130,3 +130,18 @@ def test_wheel_mode_set_and_left_on_ax():
     assert bus.writes == []
     assert velocity_register(get_table("AX-18A")) == "moving_speed"
     assert velocity_register(get_table("XM430-W350")) == "goal_velocity"
+
+
+def test_current_mode_torque_is_not_also_a_goal_offset():
+    """A current-mode servo with a calibrated stiffness gets its torque as current only; a position
+    servo with the same stiffness gets it as a goal offset tau / k_p."""
+    cfg = builtin_config("arm")
+    servos = [replace(s, mode="current" if i == 0 else "position", position_stiffness=4.0, offset=0.0)
+              for i, s in enumerate(cfg.servos)]
+    jm = JointMap(servos)
+    cmd = Command.zeros(cfg.n)
+    cmd.position[:] = 0.1
+    cmd.effort[:] = 2.0
+    out = jm.offset_goal(cmd, np.zeros(cfg.n))
+    assert out[0] == pytest.approx(0.1)
+    assert out[1:] == pytest.approx(np.full(cfg.n - 1, 0.1 + 2.0 / 4.0))
