@@ -277,11 +277,16 @@ class SimulationConfig:
     the config names a URDF (``model.urdf`` or ``model.name``), else
     ``independent``.  ``contacts``: contact primitives added to
     the URDF's own collision boxes, spheres and cylinders (a URDF with
-    meshes only needs them to touch the ground).
+    meshes only needs them to touch the ground).  ``held_s``: a floating
+    robot starts upright in its pose, its base held still for that long
+    [s of simulated time] from power-up (a person or a gantry holding a
+    humanoid while the daemon starts), then let go; 0 (the default): it
+    starts lying where its joints let it fall with torque off.
     """
 
     plant: str | None = None
     contacts: tuple[ContactConfig, ...] = ()
+    held_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -488,6 +493,8 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     if b.baud <= 0:
         raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
     check_loop(cfg.loop, err)
+    if not cfg.simulation.held_s >= 0:
+        raise err(f"simulation.held_s must be >= 0 s, got {cfg.simulation.held_s}", "simulation.held_s")
     if cfg.startup.ramp_s < 0:
         raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
     sd = cfg.shutdown

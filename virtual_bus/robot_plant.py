@@ -63,6 +63,8 @@ class RobotPlant:
         self._h_ns = int(round(sim.config.dt * 1e9))
         self._acc_ns = 0
         self.time_ns = 0
+        self.held_ns = -1          # simulation.held_s: the base is held still until this time
+        self._held_q = None
         self._kp0 = sim._core.servo_array("kp")[0].copy()
         self._tau0 = sim._core.servo_array("tau_max")[0].copy()
         # the base's world acceleration over the last step (what an IMU's accelerometer feels,
@@ -167,6 +169,14 @@ class RobotPlant:
             return np.eye(3), np.zeros(3), np.zeros(3)
         return self.base_rotation(), np.array(self.sim.v[3:6]), self.base_acc_world
 
+    def hold_base(self, seconds: float) -> None:
+        """Hold the floating base still at its present pose for ``seconds`` of simulated time
+        from now (a person or a gantry holding the robot), then let it go."""
+        if not self.sim.model.floating_base:
+            raise ValueError("hold_base: the robot has no floating base")
+        self._held_q = np.array(self.sim.q[:7], dtype=float)
+        self.held_ns = self.time_ns + int(round(seconds * 1e9))
+
     def push(self, dv_world) -> None:
         """An impulse on the base: its velocity jumps by ``dv_world`` (3,) [m/s, world frame]."""
         if not self.sim.model.floating_base:
@@ -207,6 +217,11 @@ class RobotPlant:
                 self._vw_prev[:] = self._base_velocity_world()
             self.sim.step(self._goal, self._on, n_steps=k)
             self.time_ns += k * self._h_ns
+            if self.time_ns <= self.held_ns:
+                # held (simulation.held_s): the base stays where it was placed, at rest
+                self.sim.q[:7] = self._held_q
+                self.sim.v[:6] = 0.0
+                self._vw_prev[:] = 0.0
             if floating:
                 self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / (k * self._h_ns * 1e-9)
         out_position[:] = self.sim.q[self._off:][self._idx]
@@ -230,18 +245,25 @@ def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
     Real servos power up with torque off, so a floating robot (legged) starts
     as it would be found when switched on: lying at rest where its joints
     let it fall (:data:`SETTLE_S` of simulated time with torque off), not
-    mid-fall.  The daemon's startup then stands it up.
+    mid-fall.  The daemon's startup then stands it up.  A robot that cannot
+    stand up from lying (a humanoid) declares ``simulation.held_s``: it
+    starts upright in its pose, its base held still that long.
     """
     if config is None:
         if robot is None:
             raise ValueError("virtual_bus.robot_plant:make_plant needs a robot config "
                              "(--config FILE or --robot NAME): the simulator needs its URDF")
-        plant = RobotPlant.for_robot(robot)
+        from servoloop.virtual_bus.spec import robot_config
+
+        config = robot_config(robot)
         name = robot
     else:
-        plant = RobotPlant.for_config(config)
         name = config.source or config.robot
-    if plant.sim.model.floating_base:
+    plant = RobotPlant.for_config(config)
+    held_s = config.simulation.held_s
+    if plant.sim.model.floating_base and held_s > 0:
+        plant.hold_base(held_s)
+    elif plant.sim.model.floating_base:
         n = plant.n
         pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
         plant.step(SETTLE_S, pos.copy(), np.zeros(n, dtype=bool), pos, vel, tau)

@@ -130,3 +130,24 @@ def test_the_powered_off_humanoid_lies_on_the_floor_not_through_it():
     assert -sim._lowest_height(sim.q) > -0.005                # nothing sinks more than 5 mm
     assert np.abs(sim.v).max() < 0.05                         # at rest
     assert sim.contact_forces[:, 2].sum() == pytest.approx(sim.model.total_mass * 9.81, rel=0.02)
+
+
+def test_a_held_humanoid_starts_upright_and_is_let_go():
+    """``simulation.held_s``: upright in its pose, the base held still that long, then free."""
+    from dataclasses import replace
+
+    from servoloop.virtual_bus.robot_plant import make_plant
+    from servoloop.virtual_bus.spec import robot_config, robot_servos
+
+    cfg = robot_config("humanoid")
+    cfg = replace(cfg, simulation=replace(cfg.simulation, held_s=0.5))
+    servos, _ = robot_servos("humanoid")
+    plant = make_plant(servos, None, cfg)
+    q0 = plant.sim.q[:7].copy()
+    assert q0[2] > 0.18 and abs(q0[6]) == pytest.approx(1.0)     # upright at standing height
+    n = plant.n
+    pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
+    plant.step(0.4, np.zeros(n), np.zeros(n, dtype=bool), pos, vel, tau)     # torque off, held
+    assert plant.sim.q[:7] == pytest.approx(q0) and np.all(plant.sim.v[:6] == 0.0)
+    plant.step(0.6, np.zeros(n), np.zeros(n, dtype=bool), pos, vel, tau)     # let go, torque off
+    assert plant.sim.q[2] < q0[2] - 0.02                                     # it drops
