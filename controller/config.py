@@ -44,6 +44,7 @@ from servoloop.controller.config_checks import (
     check_model,
     check_protocols,
     check_registers,
+    check_safety,
     line_of,
     validate_model,
 )
@@ -502,29 +503,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
         raise err(f"shutdown.mode {sd.mode!r} is not one of {SHUTDOWN_MODES}", "shutdown.mode")
     if sd.stop_cycles < 1:
         raise err(f"shutdown.stop_cycles must be >= 1, got {sd.stop_cycles}", "shutdown.stop_cycles")
-    sf = cfg.safety
-    for key in ("max_velocity", "max_acceleration", "bus_watchdog_s"):
-        v = getattr(sf, key)
-        if v is not None and not v > 0:
-            raise err(f"safety.{key} must be > 0 (or null), got {v}", f"safety.{key}")
-    if not sf.comm_timeout_s > 0:
-        raise err(f"safety.comm_timeout_s must be > 0 s, got {sf.comm_timeout_s}", "safety.comm_timeout_s")
-    if not 0 <= sf.comm_hold_s <= sf.comm_timeout_s:
-        raise err(f"safety.comm_hold_s must be in [0, comm_timeout_s], got {sf.comm_hold_s}", "safety.comm_hold_s")
-    if not sf.comm_window_s > 0:
-        raise err(f"safety.comm_window_s must be > 0 s, got {sf.comm_window_s}", "safety.comm_window_s")
-    if not 0 <= sf.comm_warn_rate <= 1:
-        raise err(f"safety.comm_warn_rate must be in [0, 1], got {sf.comm_warn_rate}", "safety.comm_warn_rate")
-    if sf.comm_timeout_action not in SHUTDOWN_MODES:
-        raise err(f"safety.comm_timeout_action {sf.comm_timeout_action!r} is not one of {SHUTDOWN_MODES}",
-                  "safety.comm_timeout_action")
-    if sf.monitor_every < 1:
-        raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
-    if sf.on_hardware_error not in HARDWARE_ERROR_REACTIONS:
-        raise err(
-            f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {HARDWARE_ERROR_REACTIONS}",
-            "safety.on_hardware_error",
-        )
+    check_safety(cfg.safety, err, SHUTDOWN_MODES, HARDWARE_ERROR_REACTIONS)
     if cfg.model.name and cfg.model.urdf:
         raise err("model: give either name or urdf, not both", "model")
     validate_model(cfg, err)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["check_model", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
+__all__ = ["check_model", "check_safety", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
            "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
@@ -222,3 +222,29 @@ def validate_model(cfg, err) -> None:
     if cfg.simulation.contacts and cfg.urdf_path() is None:
         raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
                   "simulation.contacts")
+
+
+def check_safety(sf, err, shutdown_modes, reactions) -> None:
+    """The ``safety:`` section's ranges and choices."""
+    for key in ("max_velocity", "max_acceleration", "bus_watchdog_s"):
+        v = getattr(sf, key)
+        if v is not None and not v > 0:
+            raise err(f"safety.{key} must be > 0 (or null), got {v}", f"safety.{key}")
+    if not sf.comm_timeout_s > 0:
+        raise err(f"safety.comm_timeout_s must be > 0 s, got {sf.comm_timeout_s}", "safety.comm_timeout_s")
+    if not 0 <= sf.comm_hold_s <= sf.comm_timeout_s:
+        raise err(f"safety.comm_hold_s must be in [0, comm_timeout_s], got {sf.comm_hold_s}", "safety.comm_hold_s")
+    if not sf.comm_window_s > 0:
+        raise err(f"safety.comm_window_s must be > 0 s, got {sf.comm_window_s}", "safety.comm_window_s")
+    if not 0 <= sf.comm_warn_rate <= 1:
+        raise err(f"safety.comm_warn_rate must be in [0, 1], got {sf.comm_warn_rate}", "safety.comm_warn_rate")
+    if sf.comm_timeout_action not in shutdown_modes:
+        raise err(f"safety.comm_timeout_action {sf.comm_timeout_action!r} is not one of {shutdown_modes}",
+                  "safety.comm_timeout_action")
+    if sf.monitor_every < 1:
+        raise err("safety.monitor_every must be >= 1", "safety.monitor_every")
+    if sf.on_hardware_error not in reactions:
+        raise err(
+            f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {reactions}",
+            "safety.on_hardware_error",
+        )

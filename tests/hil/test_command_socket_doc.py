@@ -153,7 +153,7 @@ def test_every_documented_example_and_the_goal_and_zero_commands(daemon, tmp_pat
     assert cfg.read_text() == CONFIG                       # --out: the original untouched
 
     pairs = examples()
-    assert len(pairs) == 14   # every block of the page is read
+    assert len(pairs) == 14   # every ```jsonl block of the page is read (wbc/trot ones: test_daemon_wbc.py)
     stops = [p for p in pairs if '"stop"' in p[0]]
     for request, want in [p for p in pairs if p not in stops] + stops:
         check_reply(request, c.ask(request), want)

@@ -75,3 +75,51 @@ def test_trot_walks_the_quadruped_forward_through_the_virtual_bus():
     assert x[-1] - x[0] > 0.4                         # it trots forward
     assert abs(s[-1, 1]) < 0.2                        # roughly straight
     assert z.min() > 0.18 and tilt.max() < 15.0       # and never falls
+
+
+def _doc_examples(fence: str) -> list[tuple[str, dict]]:
+    """(request, documented reply) pairs of docs/command-socket.md's ```FENCE blocks (the
+    ```jsonl ones run against the arm in test_command_socket_doc.py)."""
+    import json
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "command-socket.md"
+    pairs, block, request = [], False, None
+    for line in doc.read_text().splitlines():
+        if line.startswith("```"):
+            block = line.strip() == "```" + fence
+            continue
+        if block and line.startswith("> "):
+            request = line[2:]
+        elif block and line.startswith("< "):
+            pairs.append((request, json.loads(line[2:])))
+    return pairs
+
+
+@pytest.mark.parametrize("name", ["wbc", "trot"])
+def test_the_documented_socket_examples_of_wbc_and_trot(name):
+    """Every ```jsonl-wbc / jsonl-trot example of the socket page, sent to a daemon that ran."""
+    from servoloop.controller.command_socket import handle_request
+
+    pairs = _doc_examples(f"jsonl-{name}")
+    assert pairs, f"no jsonl-{name} example in docs/command-socket.md"
+    cfg = replace(builtin_config("quadruped"), controller=ControllerConfig(name=name, params={}))
+    lock = make_lockstep(cfg)
+    replies = []
+    try:
+        daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
+        advance, t_send = lock.clock.on_advance, lock.virtual.time_s + cfg.startup.ramp_s + 0.3
+
+        def on_advance(dt):
+            advance(dt)
+            if not replies and lock.virtual.time_s >= t_send:     # running: ask as a client would
+                replies.extend(handle_request(daemon, r.encode()) for r, _ in pairs)
+
+        lock.clock.on_advance = on_advance
+        summary = daemon.run(cfg.startup.ramp_s + 0.6)
+    finally:
+        lock.close()
+    assert summary["state"] == "done", summary["faults"]
+    assert len(replies) == len(pairs)
+    for (request, want), got in zip(pairs, replies, strict=True):
+        assert got == want, (request, got)
