@@ -46,6 +46,7 @@ from servoloop.controller.config_checks import (
     check_registers,
     check_safety,
     line_of,
+    load_yaml,
     validate_model,
 )
 from servoloop.controller.errors import ConfigError
@@ -565,7 +566,7 @@ def load_config(path: str | os.PathLike) -> RobotConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror}", str(p)) from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

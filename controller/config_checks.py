@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["check_model", "check_safety", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
+__all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
            "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
@@ -248,3 +248,27 @@ def check_safety(sf, err, shutdown_modes, reactions) -> None:
             f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {reactions}",
             "safety.on_hardware_error",
         )
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:        # an unhashable key: the base class reports it
+                break
+            seen[key] = key_node.start_mark.line
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (first at line {first + 1}); "
+                    "only one can count", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` that refuses duplicate keys (a YAMLError with the line of the second)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass

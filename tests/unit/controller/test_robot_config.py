@@ -196,3 +196,15 @@ def test_servo_max_velocity_override(tmp_path):
     assert v[0] == 2.0 and v[1] == pytest.approx(get_table("XM430-W350").datasheet.no_load_speed_rad_s)
     cfg = load_config(write(tmp_path, {"servos": servos, "safety": {"max_velocity": 1.5}}))
     np.testing.assert_array_equal(joint_max_velocity(cfg.servos, cfg.safety), [2.0, 1.5])
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys silently: a whole section would be lost."""
+    p = tmp_path / "dup.yaml"
+    p.write_text("robot: r\nsimulation: {held_s: 3.0}\nloop: {rate_hz: 100}\n"
+                 "simulation:\n  plant: contact\n")
+    with pytest.raises(ConfigError, match=r"line 4, column 1: key 'simulation' given twice \(first at line 2\)"):
+        load_config(p)
+    p.write_text("robot: r\nloop: {rate_hz: 100, rate_hz: 200}\n")           # in a flow mapping too
+    with pytest.raises(ConfigError, match="key 'rate_hz' given twice"):
+        load_config(p)
