@@ -127,4 +127,6 @@ def test_replies_and_where_physics_runs(physics, pty_client, monkeypatch):
         assert server.stats["physics_slices"] > 0
     else:
         assert {e[1] for e in feeds} == {"server"}
-        assert min(between) >= 1          # integrated up to now before every answer
+        # integrated up to now before every answer (the first request may come before any
+        # physics is owed: the server has just started)
+        assert min(between[1:]) >= 1
