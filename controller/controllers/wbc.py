@@ -82,6 +82,7 @@ class WbcController(Controller):
         self._standing = np.zeros(6)          # the pose found when the run began
         self.running = False
         self._tau = np.zeros(ctx.n)
+        self._buf = np.zeros(ctx.n)
         # default on at fast loops only (measured at 1 kHz on the quadruped; at the humanoid's
         # 200 Hz a 40 Hz filter's lag tips it over)
         cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
@@ -314,12 +315,16 @@ class WbcController(Controller):
         tau = self.core.step(q, v, tg)
         # first-order low-pass: the state is a tick old on a bus, and the ID's torques
         # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow
-        self._tau += self._alpha * (tau - self._tau)
+        buf = self._buf                      # in place: no array made per tick
+        np.subtract(tau, self._tau, out=buf)
+        buf *= self._alpha
+        self._tau += buf
         tau = self._tau
         command.effort[:] = tau
         np.multiply(state.velocity, self._advance, out=command.position)
         command.position += state.position
-        command.position += tau * self._own_offset
+        np.multiply(tau, self._own_offset, out=buf)
+        command.position += buf
         command.kp[:] = 0.0
         command.kd[:] = 0.0
 
