@@ -15,6 +15,8 @@ __all__ = ["register", "EXPERIMENTS"]
 EXPERIMENTS = {
     "seed003": ("servoloop.experiments.seed003_cli",
                 "quadruped trot under 7 controllers, rigid/compliant ground, mu 0.1/inf (Tables 3-5)"),
+    "manipulator": ("servoloop.experiments.manipulator_cli",
+                    "an arm holding a free box under 5 controllers, box mu 1/inf, on MuJoCo"),
 }
 
 

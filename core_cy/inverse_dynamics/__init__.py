@@ -58,7 +58,10 @@ Modules: :mod:`.workspace` (:class:`ContactInverseDynamics`), :mod:`.api`
 (:func:`solve`, the cache, and :func:`solve_problem`, the NumPy reference of
 the paper's formulation built by :func:`build_problem` in :mod:`.problem`,
 with :mod:`.noslip`, :mod:`.coulomb`, :mod:`.qp`, :mod:`.qp_backend`),
-:mod:`.lcp`, :mod:`.result`, :mod:`.errors`.  Measured per call at four
+:mod:`.lcp`, :mod:`.result`, :mod:`.errors`; :mod:`.system`
+(:class:`SystemInverseDynamics`) runs the same kernels on matrices the
+caller assembles, for systems that are not one tree (an arm holding a free
+object).  Measured per call at four
 contacts (``servoloop bench inverse_dynamics``): lcp_noslip 6 us,
 lcp_coulomb 14 us, qp 40 us.
 """
@@ -79,6 +82,7 @@ from servoloop.core_cy.inverse_dynamics.problem import (
     build_problem,
 )
 from servoloop.core_cy.inverse_dynamics.result import Diagnostics, Result
+from servoloop.core_cy.inverse_dynamics.system import SystemInverseDynamics
 from servoloop.core_cy.inverse_dynamics.workspace import ContactInverseDynamics
 
 __all__ = [
@@ -97,6 +101,7 @@ __all__ = [
     "solve_problem",
     "workspace",
     "ContactInverseDynamics",
+    "SystemInverseDynamics",
     "lemke",
     "ppm",
     "find_indices",

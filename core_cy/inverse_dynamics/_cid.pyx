@@ -126,7 +126,7 @@ cdef class CIDCore:
     cdef Data data
     cdef ModelC* m
     cdef DataC* d
-    cdef readonly int nv, nb, na, kc, variant, n2, ka
+    cdef readonly int nv, nb, na, kc, variant, n2, ka, external
     cdef double dt, baumgarte, margin
     cdef double frame[9]
     cdef double normal[3]
@@ -203,13 +203,25 @@ cdef class CIDCore:
     cdef readonly double violation
 
     def __init__(self, Model model, Data data, body, position, radius, mu, armature,
-                 frame, plane_point, int variant, double dt, double baumgarte, double margin):
+                 frame, plane_point, int variant, double dt, double baumgarte, double margin,
+                 int nv_external=-1):
+        # model None: an externally assembled system of nv_external DoF, 6 of them
+        # unactuated (see run_rows); body/position/radius then only size the contact list
         self.model = model
         self.data = data
-        self.m = &model.c
-        self.d = &data.c
-        self.nv = model.nv
-        self.nb = 6 if model.floating_base else 0
+        self.external = model is None
+        if self.external:
+            if nv_external < 6:
+                raise ValueError(f"an external system needs nv >= 6 (6 unactuated DoF first), got {nv_external}")
+            self.m = NULL
+            self.d = NULL
+            self.nv = nv_external
+            self.nb = 6
+        else:
+            self.m = &model.c
+            self.d = &data.c
+            self.nv = model.nv
+            self.nb = 6 if model.floating_base else 0
         self.na = self.nv - self.nb
         self.kc = len(body)
         self.variant = variant
@@ -364,10 +376,49 @@ cdef class CIDCore:
             rc = self.solve(&q[0], &v[0], &qdd_des[0], stage2)
         return rc
 
+    def run_rows(self, const double[:, ::1] M, const double[::1] h, const double[:, ::1] N,
+                 const double[:, ::1] S, const double[:, ::1] T, const double[::1] gap,
+                 const double[::1] v, const double[::1] qdd_des, int stage2=1):
+        """One solve of an externally assembled system (built with ``model=None``).
+
+        M (nv, nv) without armature (added here), h (nv,), contact rows N, S,
+        T (kc, nv) in each contact's own axes, gaps (kc,) [m], v and qdd_des
+        (nv,); the first 6 DoF are the unactuated ones.  Contacts whose gap is
+        not below the margin take no force.  Returns a status code (0 = ok).
+        """
+        cdef int nv = self.nv, kc = self.kc, rc, i
+        if not self.external:
+            raise TypeError("run_rows: this workspace assembles from its model; use run()")
+        if (M.shape[0] != nv or M.shape[1] != nv or h.shape[0] != nv or v.shape[0] != nv
+                or qdd_des.shape[0] != nv or gap.shape[0] != kc):
+            raise ValueError(f"run_rows: expected M ({nv}, {nv}), h, v, qdd_des ({nv},), gap ({kc},)")
+        if (N.shape[0] != kc or N.shape[1] != nv or S.shape[0] != kc or S.shape[1] != nv
+                or T.shape[0] != kc or T.shape[1] != nv):
+            raise ValueError(f"run_rows: contact rows N, S, T must be ({kc}, {nv})")
+        with nogil:
+            self.begin(&v[0], &qdd_des[0])
+            memcpy(self.M, &M[0, 0], nv * nv * sizeof(double))
+            for i in range(self.na):
+                self.M[(self.nb + i) * nv + self.nb + i] += self.armature[i]
+            memcpy(self.h, &h[0], nv * sizeof(double))
+            self.ka = 0
+            for i in range(kc):
+                if not gap[i] < self.margin:
+                    continue
+                self.act_idx[self.ka] = i
+                self.gap[self.ka] = gap[i]
+                memcpy(&self.Nr[self.ka * nv], &N[i, 0], nv * sizeof(double))
+                memcpy(&self.Sr[self.ka * nv], &S[i, 0], nv * sizeof(double))
+                memcpy(&self.Tr[self.ka * nv], &T[i, 0], nv * sizeof(double))
+                self.ka += 1
+            rc = self.rows_done(&v[0])
+            if rc == OK:
+                rc = self.variant_and_finish(stage2)
+        return rc
+
     # ------------------------------------------------------------------ kernels
-    cdef int solve(self, const double* q, const double* v, const double* qdd_des,
-                   int stage2) noexcept nogil:
-        cdef int rc, i
+    cdef void begin(self, const double* v, const double* qdd_des) noexcept nogil:
+        cdef int i
         self.iterations = 0
         self.fallback = 0
         self.stage2 = 0
@@ -378,9 +429,18 @@ cdef class CIDCore:
             self.aq_des[i] = qdd_des[self.nb + i]
             self.aq[i] = qdd_des[self.nb + i]
         self.vcur = v
+
+    cdef int solve(self, const double* q, const double* v, const double* qdd_des,
+                   int stage2) noexcept nogil:
+        cdef int rc
+        self.begin(v, qdd_des)
         rc = self.assemble(q, v)
         if rc != OK:
             return rc
+        return self.variant_and_finish(stage2)
+
+    cdef int variant_and_finish(self, int stage2) noexcept nogil:
+        cdef int rc = OK
         self.constants()
         if self.ka == 0:
             memcpy(self.sv, self.u0, self.nb * sizeof(double))
@@ -451,6 +511,12 @@ cdef class CIDCore:
         for i in range(self.na):
             self.M[(nb + i) * nv + nb + i] += self.armature[i]
         rnea_c(self.m, self.d, q, v, NULL, NULL, 1, self.h)
+        return self.rows_done(v)
+
+    cdef int rows_done(self, const double* v) noexcept nogil:
+        # the biases of the candidate rows, A = L L^T and the y's of every row
+        cdef int i, j, nv = self.nv, nb = self.nb, ka = self.ka
+        cdef double phi
         for i in range(ka):
             phi = self.gap[i] * (self.baumgarte if self.gap[i] < 0.0 else 1.0)
             self.bn[i] = (_dot(nv, &self.Nr[i * nv], v) + phi / self.dt) / self.dt

@@ -57,7 +57,8 @@ def solve_problem(p: ContactProblem, variant: str = "qp", solver: str = DEFAULT_
         complementarity=float(max(np.abs(f_n * w_n).max() if p.k else 0.0,
                                   info.get("complementarity", 0.0))),
         cone_violation=float(max(0.0, np.max(-f_n, initial=0.0), np.max(
-            np.where(np.isfinite(p.mu), np.abs(f_t1) + np.abs(f_t2) - p.mu * f_n, -np.inf),
+            np.where(np.isfinite(p.mu), np.abs(f_t1) + np.abs(f_t2)
+                     - np.where(np.isfinite(p.mu), p.mu, 0.0) * f_n, -np.inf),
             initial=0.0))),
         penetration=float(max(0.0, -w_n.min(initial=0.0))),
         stage_times=info.get("stage_times", {}),
