@@ -51,11 +51,15 @@ __all__ = ["CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", 
 CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag2")
 GROUNDS = ("rigid", "compliant")
 MUS = (0.1, math.inf)
-#: the simulator's "infinite" friction: the compliant law needs a finite coefficient, and the
-#: rigid PGS with unbounded friction lets a trotting robot fall where mu = 2 (never reached
-#: by a foot here: |f_t| / f_n stays below 1) does not
+#: "infinite" friction where a finite coefficient is needed: the compliant law (its
+#: regularised Coulomb force is mu f_n) and the Coulomb-model IDs (lcp_mu, qp_mu: Lemke's
+#: tableau needs finite entries).  2 is never reached by a foot here (|f_t| / f_n stays
+#: below 1).  The rigid simulator takes mu = inf as it is (no tangential bound).
 MU_INF = 2.0
 SPEED_MPS = 0.2
+#: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
+#: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
+RIGID_SOLVER = "lemke"
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0
 
@@ -111,14 +115,24 @@ class Case:
 
 
 def _sim_config(ground: str, mu: float):
+    """The plant: seed 003's simulator setting.  Its joints are ideal torque sources, as in
+    the paper's simulator: the XM430's gearbox Coulomb friction (0.134 N m, a quarter of
+    the mean joint torque of this trot) is a torque no controller here models, and alone it
+    moved lcp_mu's force error from 12 % to 20 % (rigid mu 0.1, 2 s).  The motor line and
+    stall-torque limit stay."""
+    from dataclasses import replace
+
     from servoloop.core_cy.contact.laws import ContactLaw
-    from servoloop.core_cy.sim.model import RigidSettings
+    from servoloop.core_cy.sim.model import RigidSettings, simulator_servo_model
     from servoloop.core_cy.sim.simulator import SimConfig
 
-    m = MU_INF if math.isinf(mu) else mu
+    servo = replace(simulator_servo_model(), coulomb_nm=0.0, viscous_nm_s_per_rad=0.0)
     if ground == "rigid":
-        return SimConfig(mode="rigid", dt=1e-3, rigid=RigidSettings(mu=m))
-    return SimConfig(mode="compliant", dt=1e-3, law=ContactLaw(mu_static=m, mu_dynamic=m))
+        return SimConfig(mode="rigid", dt=1e-3, servo=servo,
+                         rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
+    m = MU_INF if math.isinf(mu) else mu
+    return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+                     law=ContactLaw(mu_static=m, mu_dynamic=m))
 
 
 class _Reference:
@@ -154,8 +168,13 @@ class _Reference:
         return q[7:]
 
 
-def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict:
-    """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics."""
+def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=None) -> dict:
+    """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics.
+
+    trace : list or None; when given, one dict per tick is appended (``stance`` (feet,)
+        bool of the planner, ``pred`` / ``actual`` (feet,) normal forces [N] or None,
+        ``tau`` (n,) N m) for diagnosing where a prediction misses.
+    """
     from servoloop import core_cy
     from servoloop.experiments.gaits import stand_goals
 
@@ -187,7 +206,10 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
     lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
     f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
     integ = np.zeros(robot.n)
-    # the simulator's servo gains (a position-mode XM430 holds the stand with them)
+    # PID: the servo's own gains (a position-mode XM430 holds the stand with them).  They are
+    # 2-5x stiffer per joint than the ID controllers' feedback (KP_ID, KD_ID times the joint's
+    # inertia: 4-11 N m/rad); a PID with the ID's gains falls within 2 s (no model holds the
+    # weight, and the paper's PID also had task-space and inverted-pendulum balance terms)
     kp_pid, kd_pid, ki_pid = 20.0, 0.15, 5.0
     qdd_buf = np.zeros(robot.model.nv)
 
@@ -202,6 +224,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
     n_used = 0
     fell = 0
     q_ref_prev = None
+    prev_targets = None
     foot_rows = np.cumsum([0] + [len(f.points) for f in robot.feet])
     robot.kinematics(plant.q)
     anchor = np.array([robot.foot_position(f) for f in robot.feet])
@@ -214,9 +237,19 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
         for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
             if tg.stance[i] and not was_stance[i]:
                 anchor[i] = robot.foot_position(f)
+        switched = tg.stance != was_stance
         was_stance[:] = tg.stance
         feet_ref = np.where(tg.stance[:, None], anchor, tg.swing_position)
+        if switched.any() and prev_targets is not None:
+            # a foot that lands or lifts off changes its reference point (spline end ->
+            # where it landed, or back): a step, not a velocity.  The previous tick's reference
+            # is re-solved with those feet's new points, so dq_ref holds only the base's and
+            # the swing feet's motion (the raw difference read the step as ~1 rad/s, and
+            # KD_ID * that saturated the actuators at every touchdown)
+            p_pos, p_rot, p_feet = prev_targets
+            q_ref_prev = ref.solve(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet)).copy()
         q_ref = ref.solve(tg.base_position, tg.base_rotation, feet_ref).copy()
+        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy())
         dq_ref = np.zeros(robot.n) if q_ref_prev is None else (q_ref - q_ref_prev) / dt
         q_ref_prev = q_ref
         qj, vj = q[7:], v[6:]
@@ -240,12 +273,16 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
             tau = gen[6:].copy()
             pred = np.array([f_lag[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
         else:
+            # the ID's contacts: the planner's stance feet.  Adding the feet the simulator takes as
+            # candidates (gap below its margin) was tried: 12 % -> 20 % force error (rigid mu 0.1,
+            # 2 s), as the joint feedback then drives a landing foot into the ground (S4.5)
+            in_id = tg.stance
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
-                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), tg.stance).copy()
+                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), in_id).copy()
             pred = np.zeros(len(robot.feet))
             rows = 0
             for j, f in enumerate(robot.feet):
-                if tg.stance[j]:
+                if in_id[j]:
                     pred[j] = core.forces[rows:rows + len(f.points), 2].sum()
                     rows += len(f.points)
         # what an actuator can give (the simulator clips there too)
@@ -257,6 +294,10 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
             actual = np.array([f_now[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
             acc["ferr"] += float(np.abs(pred - actual).sum())
             acc["fsum"] += float(actual.sum())
+        if trace is not None:
+            trace.append({"stance": tg.stance.copy(), "tau": tau.copy(),
+                          "pred": None if pred is None else pred.copy(),
+                          "actual": None if pred is None else actual.copy()})
         acc["pos"] += float(np.abs(qj - q_ref).mean())
         acc["vel"] += float(np.abs(vj - dq_ref).mean())
         acc["tau"] += float(np.abs(tau).mean())
