@@ -60,6 +60,10 @@ SPEED_MPS = 0.2
 #: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
 #: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
 RIGID_SOLVER = "lemke"
+#: take a swing foot the simulator reports loaded in the second half of its swing as landed
+EARLY_TOUCHDOWN = True
+#: the plant's joints (see _sim_config)
+ACTUATORS = ("ideal", "xm430")
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0
 
@@ -114,19 +118,30 @@ class Case:
     controller: str
 
 
-def _sim_config(ground: str, mu: float):
-    """The plant: seed 003's simulator setting.  Its joints are ideal torque sources, as in
-    the paper's simulator: the XM430's gearbox Coulomb friction (0.134 N m, a quarter of
-    the mean joint torque of this trot) is a torque no controller here models, and alone it
-    moved lcp_mu's force error from 12 % to 20 % (rigid mu 0.1, 2 s).  The motor line and
-    stall-torque limit stay."""
+def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
+    """The plant.  ``actuators="ideal"`` (default, the paper's simulator): the joints are
+    ideal torque sources (no gearbox friction, no torque limit, no motor line).
+    ``"xm430"``: the simulator's XM430-W350 in current mode without its gearbox friction,
+    torques clipped at its 4.1 N m stall torque and bounded by its motor line.
+
+    Why ideal: at the trot's touchdowns the rigid ground stops a foot within a tick, and
+    every ID asks for up to ~35 N m for that tick; clipped at 4.1 N m the simulator's
+    forces differ from the predicted ones (lcp_mu, rigid mu 0.1, 2 s: 12 % force error,
+    of which 10 points on the 3 % of ticks that clip; ideal: 0.7 %).  The XM430's Coulomb
+    friction (0.134 N m, a quarter of the mean joint torque) is a torque no controller
+    here models (with it, 20 %)."""
     from dataclasses import replace
 
     from servoloop.core_cy.contact.laws import ContactLaw
     from servoloop.core_cy.sim.model import RigidSettings, simulator_servo_model
     from servoloop.core_cy.sim.simulator import SimConfig
 
+    if actuators not in ACTUATORS:
+        raise ValueError(f"seed003 actuators: {actuators!r}; choose one of {', '.join(ACTUATORS)}")
     servo = replace(simulator_servo_model(), coulomb_nm=0.0, viscous_nm_s_per_rad=0.0)
+    if actuators == "ideal":
+        # 1 kN m stall and 1e5 rad/s no-load speed: no limit and a motor line of 0.01 N m s
+        servo = replace(servo, stall_torque_nm=1e3, no_load_speed_rad_s=1e5)
     if ground == "rigid":
         return SimConfig(mode="rigid", dt=1e-3, servo=servo,
                          rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
@@ -168,9 +183,11 @@ class _Reference:
         return q[7:]
 
 
-def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=None) -> dict:
+def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=None,
+             actuators: str = "ideal") -> dict:
     """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics.
 
+    actuators : "ideal" (the paper's simulator) or "xm430" (see :func:`_sim_config`)
     trace : list or None; when given, one dict per tick is appended (``stance`` (feet,)
         bool of the planner, ``pred`` / ``actual`` (feet,) normal forces [N] or None,
         ``tau`` (n,) N m) for diagnosing where a prediction misses.
@@ -182,7 +199,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     robot = WholeBodyRobot.from_urdf(urdf)
     names = list(robot.model.actuated_joint_names)
     q_stand = stand_goals(urdf, joint_names=names)
-    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu), q_stand)
+    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu, actuators), q_stand)
     robot.armature[:] = plant.armature
     dt = plant.dt
     c = case.controller
@@ -229,17 +246,30 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     robot.kinematics(plant.q)
     anchor = np.array([robot.foot_position(f) for f in robot.feet])
     was_stance = np.ones(len(robot.feet), dtype=bool)
+    landed = np.zeros(len(robot.feet), dtype=bool)
     tau_max = np.array([s.stall_torque_at_supply_nm for s in plant.sim.config.servos(robot.na)])
     for k in range(n_steps):
         q, v = plant.q.copy(), plant.v.copy()
         tg = planner.update(k * dt, q, v)
         robot.kinematics(q)
+        stance = tg.stance.copy()
+        if EARLY_TOUCHDOWN:
+            # a foot in the second half of its swing that the simulator reported loaded last
+            # tick has landed early: in stance from now on (its reference where it is, and in
+            # the ID's contacts), instead of being driven on along its spline into the ground
+            u = planner.gait.swing_progress(k * dt - planner.stand_time) if k * dt >= \
+                planner.stand_time else np.full(len(robot.feet), -1.0)
+            sensed = np.array([f_hist[-1][foot_rows[j]:foot_rows[j + 1], 2].sum() > 0.0
+                               for j in range(len(robot.feet))])
+            landed |= ~stance & (u > 0.5) & sensed
+            landed &= ~stance
+            stance |= landed
         for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
-            if tg.stance[i] and not was_stance[i]:
+            if stance[i] and not was_stance[i]:
                 anchor[i] = robot.foot_position(f)
-        switched = tg.stance != was_stance
-        was_stance[:] = tg.stance
-        feet_ref = np.where(tg.stance[:, None], anchor, tg.swing_position)
+        switched = stance != was_stance
+        was_stance[:] = stance
+        feet_ref = np.where(stance[:, None], anchor, tg.swing_position)
         if switched.any() and prev_targets is not None:
             # a foot that lands or lifts off changes its reference point (spline end ->
             # where it landed, or back): a step, not a velocity.  The previous tick's reference
@@ -276,7 +306,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             # the ID's contacts: the planner's stance feet.  Adding the feet the simulator takes as
             # candidates (gap below its margin) was tried: 12 % -> 20 % force error (rigid mu 0.1,
             # 2 s), as the joint feedback then drives a landing foot into the ground (S4.5)
-            in_id = tg.stance
+            in_id = stance
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
                 tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), in_id).copy()
             pred = np.zeros(len(robot.feet))
@@ -286,6 +316,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                     pred[j] = core.forces[rows:rows + len(f.points), 2].sum()
                     rows += len(f.points)
         # what an actuator can give (the simulator clips there too)
+        tau_cmd = tau
         tau = np.clip(tau, -tau_max, tau_max)
         plant.step(tau)
         f_now = plant.contact_forces.copy()
@@ -295,7 +326,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             acc["ferr"] += float(np.abs(pred - actual).sum())
             acc["fsum"] += float(actual.sum())
         if trace is not None:
-            trace.append({"stance": tg.stance.copy(), "tau": tau.copy(),
+            trace.append({"stance": stance.copy(), "tau": tau.copy(), "tau_cmd": tau_cmd.copy(),
+                          "q_err": q_ref - qj, "v_err": dq_ref - vj,
                           "pred": None if pred is None else pred.copy(),
                           "actual": None if pred is None else actual.copy()})
         acc["pos"] += float(np.abs(qj - q_ref).mean())
@@ -324,7 +356,8 @@ UNITS = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "
          "force_err_pct": "%", "fell": "0/1", "id_failures": "ticks", "distance_m": "m"}
 
 
-def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None) -> dict:
+def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None,
+        actuators: str = "ideal") -> dict:
     """Every case; the benchmark JSON form (:func:`bench.common.report`), anchors from the paper.
 
     A row without a paper value has ``anchor`` and ``ratio`` null.
@@ -336,7 +369,7 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                 name = case_name(ground, mu, c)
                 if progress:
                     progress(name)
-                metrics = run_case(Case(ground, mu, c), seconds)
+                metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators)
                 paper = PAPER[(ground, mu, c)]
                 for m, val in metrics.items():
                     a = paper.get(m)
@@ -345,4 +378,4 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                                  "anchor_name": "Zapolsky & Drumwright 2016" if a is not None else None,
                                  "anchor": a,
                                  "ratio": (ours / a if (a and ours is not None) else None)})
-    return {"benchmark": "seed003", "seconds": seconds, "rows": rows}
+    return {"benchmark": "seed003", "seconds": seconds, "actuators": actuators, "rows": rows}
