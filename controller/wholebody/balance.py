@@ -131,7 +131,7 @@ class BalanceCore:
         # step 2 by its normal equations H qdd = g (the same minimiser as the stacked least
         # squares): the base and posture rows give H's constant part and make it positive
         # definite when the controller's joints are all of the model's (else: lstsq)
-        n, g = robot.n, self.gains
+        n = robot.n
         self._normal = n == nv - 6 and len(set(np.asarray(robot.idx).tolist())) == n
         self._H0 = np.zeros((nv, nv))
         self._H = np.zeros((nv, nv))
