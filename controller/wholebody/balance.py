@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg.lapack import dposv as _dposv
 
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix, rotation_log
 
@@ -203,7 +204,10 @@ class BalanceCore:
         np.matmul(Jm.T, Jm, out=H)
         H += self._H0
         rhs += Jm.T @ aw[:m]
-        self.qdd[:] = np.linalg.solve(H, rhs)
+        _, x, info = _dposv(H, rhs)         # Cholesky (LAPACK): H is symmetric positive definite
+        if info != 0:
+            x = np.linalg.lstsq(H, rhs, rcond=None)[0]
+        self.qdd[:] = x
         return self.qdd
 
     def _accelerations_lstsq(self, q, v, tg, R, w_b, a_lin_w, a_ang_w) -> np.ndarray:
@@ -325,12 +329,11 @@ def _row_space_part(J: np.ndarray, v: np.ndarray) -> np.ndarray:
     """
     Jv = J @ v
     if J.shape[0] <= J.shape[1]:
-        try:
-            x = J.T @ np.linalg.solve(J @ J.T, Jv)
+        _, y, info = _dposv(J @ J.T, Jv)     # Cholesky fails (info > 0) on dependent rows
+        if info == 0:
+            x = J.T @ y
             if x @ x <= (v @ v) * (1.0 + 1e-9) + 1e-30:
                 return x
-        except np.linalg.LinAlgError:
-            pass
     return np.linalg.lstsq(J, Jv, rcond=None)[0]
 
 
