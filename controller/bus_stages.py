@@ -103,6 +103,9 @@ class ReadStage:
             self.failed[:] = True
             raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
         except BridgeError as exc:
+            # the loop runs with the garbage collector off: the traceback's frames hold the
+            # exception (a cycle through the group read's locals), so dropping it frees them
+            exc.__traceback__ = None
             only_disabled = self._mark_failed(exc)
             if only_disabled:
                 return True  # a disabled servo keeps reporting its latched error: expected
