@@ -23,6 +23,11 @@ Python scale on the SDK side (what a user of GroupSyncRead writes).
   physics stepped beside (``--physics beside``); anchor: the same process
   integrating up to now before each answer (``--physics inline``), the two
   alternating in ``--block`` s blocks.
+- ``read_us`` (``--reply-latency --imu``): the tick's whole read, servos and the
+  quadruped's IMU board (OpenCR, ID 200), from the first write to the last
+  reply in, same pacing and physics beside.  Ours: one BULK READ of both
+  (:class:`firmware_bridge.bulk.BulkReader`); anchor: the previous design, the
+  servos' sync read then the board's own sync read; one bus, alternating blocks.
 
 Without ``--port`` the benchmark starts ``servoloop virtual-bus`` itself.
 """
@@ -61,6 +66,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seconds", type=float, default=10.0,
                    help="seconds per side of --reply-latency (default 10)")
     p.add_argument("--block", type=float, default=1.0, help="seconds per interleaved block (default 1)")
+    p.add_argument("--imu", action="store_true",
+                   help="with --reply-latency: servos + IMU board in one bulk read vs two sync reads")
 
 
 def cycle_bytes(n: int) -> int:
@@ -253,7 +260,81 @@ def _reply_latency(seconds: float, block: float, baud: int) -> list[Row]:
     return rows
 
 
+def _imu_read_latency(seconds: float, block: float, baud: int) -> list[Row]:
+    """Servos + IMU board: one bulk read vs two sync reads, on one bus, alternating blocks."""
+    from servoloop.controller.config import builtin_config
+    from servoloop.controller.loop_stats import JitterStats
+    from servoloop.firmware_bridge.bulk import BulkReader
+    from servoloop.firmware_bridge.imu import IMU_REGISTERS, get_imu_table
+
+    cfg = builtin_config("quadruped")
+    n, board = cfg.n, cfg.imu.id
+    names = ["present_current", "present_velocity", "present_position"]
+    vb = _VirtualBus(n, baud, False, ["--robot", "quadruped"])
+    try:
+        bus, _, _ = _ours(vb.port, n, baud)
+        bus.add_device(board, get_imu_table(cfg.imu.model))
+        servos = bus.sync_reader(names)
+        imu = bus.sync_reader(list(IMU_REGISTERS), ids=[board], plausibility=False)
+        bulk = BulkReader(bus, [(names, list(range(1, n + 1))), (list(IMU_REGISTERS), [board], False)])
+        writer = bus.sync_writer("goal_position")
+
+        def one_bulk():
+            bulk.read()
+            for part in bulk.parts:
+                part.check()
+            return bulk.parts[0].values["present_position"]
+
+        def two_sync():
+            servos.read()
+            imu.read()
+            return servos.values["present_position"]
+
+        sides = [[one_bulk, JitterStats(), 0], [two_sync, JitterStats(), 0]]
+
+        def run_block(side, secs):
+            read, stats = side[0], side[1]
+            t_next = time.monotonic()
+            end = t_next + secs
+            while t_next < end:
+                t_next += 1e-3
+                left = t_next - time.monotonic()
+                if left > 0:
+                    time.sleep(left)
+                t0 = time.perf_counter_ns()
+                try:
+                    pos = read()
+                except Exception:  # noqa: BLE001 - a lost reply is counted, the timing goes on
+                    side[2] += 1
+                    continue
+                stats.add(time.perf_counter_ns() - t0)
+                writer.write(pos)
+
+        for side in sides:
+            run_block(side, 0.5)      # warm-up
+            side[1].reset()
+            side[2] = 0
+        nblocks = max(1, int(round(seconds / block)))
+        for _ in range(nblocks):
+            for side in sides:
+                run_block(side, seconds / nblocks)
+        bus.close()
+    finally:
+        vb.close()
+    ours, anchor = (side[1].summary() for side in sides)
+    case = f"quadruped {n} servos + IMU 1 kHz"
+    rows = [Row(case, f"read_us_{k}", "us", ours[k], "sync read + IMU sync read", anchor[k])
+            for k in ("p50", "p99", "max")]
+    rows.append(Row(case, "failed_reads", "count", float(sides[0][2]), "sync read + IMU sync read",
+                    float(sides[1][2])))
+    return rows
+
+
 def run(args) -> dict:
+    if getattr(args, "reply_latency", False) and getattr(args, "imu", False):
+        return report("bus", _imu_read_latency(float(getattr(args, "seconds", 10.0)),
+                                               float(getattr(args, "block", 1.0)),
+                                               getattr(args, "baud", 4_000_000)))
     if getattr(args, "reply_latency", False):
         return report("bus", _reply_latency(float(getattr(args, "seconds", 10.0)),
                                             float(getattr(args, "block", 1.0)),

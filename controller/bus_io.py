@@ -73,14 +73,21 @@ class JointReader:
     effort : also read each servo's effort register into ``values["effort"]``
     free_turning : ids of servos turning continuously (velocity / wheel mode): their own
         group, read without the position plausibility check (their Present Position wraps)
+    devices : sequence of (names, ids), other devices (an IMU board) to read in the same
+        transaction: on Protocol 2.0 (every servo and device) one BULK READ carries the
+        servos and them (:class:`~firmware_bridge.bulk.BulkReader`), and
+        :attr:`device_parts` are their shares (values, ``check()``); otherwise (a
+        Protocol 1.0 or mixed bus) :attr:`device_parts` is empty: read them on their own
 
     Attributes
     ----------
     values : dict name -> float64 (n,), SI, config order; NaN where a read failed
     effort_units : list of str, per servo (``"A"`` or ``"ratio"``), when ``effort``
+    bulk : BulkReader or None, the one transaction when ``devices`` joined it
     """
 
-    def __init__(self, bus, ids, tables, names, effort: bool = False, free_turning=()) -> None:
+    def __init__(self, bus, ids, tables, names, effort: bool = False, free_turning=(),
+                 devices=()) -> None:
         self.bus = bus
         self.ids = list(ids)
         n = len(self.ids)
@@ -91,9 +98,21 @@ class JointReader:
             eff = effort_register(t) if effort else None
             groups.setdefault((t.name, eff, self.ids[i] in free), []).append(i)
         self.groups = []
-        for (_model, eff, turning), idx in groups.items():
-            regs = self.names + ([eff] if eff else [])
-            reader = bus.sync_reader(regs, ids=[self.ids[i] for i in idx], plausibility=not turning)
+        specs = [(self.names + ([eff] if eff else []), [self.ids[i] for i in idx], not turning)
+                 for (_model, eff, turning), idx in groups.items()]
+        devices = [(list(d[0]), list(d[1])) for d in devices]
+        every = self.ids + [sid for _, dev_ids in devices for sid in dev_ids]
+        self.bulk, self.device_parts = None, []
+        if devices and all(bus.protocol_of(sid) == 2 for sid in every):
+            from servoloop.firmware_bridge.bulk import BulkReader
+
+            # one transaction for servos and devices: one round trip per tick, not two
+            self.bulk = BulkReader(bus, specs + [(n, d, False) for n, d in devices])
+            readers = self.bulk.parts[:len(specs)]
+            self.device_parts = self.bulk.parts[len(specs):]
+        else:
+            readers = [bus.sync_reader(regs, ids=sids, plausibility=plaus) for regs, sids, plaus in specs]
+        for reader, ((_model, eff, _turning), idx) in zip(readers, groups.items(), strict=True):
             self.groups.append((reader, np.array(idx, dtype=np.intp), eff))
         self.effort_units = []
         if effort:
@@ -117,9 +136,15 @@ class JointReader:
         """
         first = None
         failures: dict = {}
+        bulk = self.bulk
+        if bulk is not None:
+            bulk.read()         # the one transaction; each part then raises its own failures
         for reader, idx, eff in self.groups:
             try:
-                reader.read()
+                if bulk is not None:
+                    reader.check()
+                else:
+                    reader.read()
             except Exception as exc:
                 if isinstance(exc, PortError) or not isinstance(exc, BridgeError):
                     raise

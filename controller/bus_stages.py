@@ -49,13 +49,15 @@ class ReadStage:
         self.disabled = np.zeros(0, dtype=bool)
         self._index: dict = {}
 
-    def bind(self, bus, ids, tables, free_turning=()) -> JointReader:
+    def bind(self, bus, ids, tables, free_turning=(), devices=()) -> JointReader:
         """Make the group reader; returns it (``values`` holds the (n,) arrays read each tick).
 
         ``free_turning``: ids of servos in velocity (wheel) mode, whose Present Position wraps
-        (read without the position plausibility check)."""
+        (read without the position plausibility check).  ``devices``: (names, ids) of other
+        devices (the IMU board) to read in the same bulk read where the bus allows
+        (the reader's ``device_parts``; see :class:`~controller.bus_io.JointReader`)."""
         self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True,
-                                  free_turning=free_turning)
+                                  free_turning=free_turning, devices=devices)
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -101,6 +103,9 @@ class ReadStage:
             self.failed[:] = True
             raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
         except BridgeError as exc:
+            # the loop runs with the garbage collector off: the traceback's frames hold the
+            # exception (a cycle through the group read's locals), so dropping it frees them
+            exc.__traceback__ = None
             only_disabled = self._mark_failed(exc)
             if only_disabled:
                 return True  # a disabled servo keeps reporting its latched error: expected
@@ -111,11 +116,14 @@ class ReadStage:
 
 
 class ImuStage:
-    """One sync read of the IMU board's gyro, accelerometer and orientation registers per tick.
+    """The IMU board's gyro, accelerometer and orientation registers, once per tick.
 
-    Its own packet after the servos' sync read (the board's registers sit at other
-    addresses than the servos', so no shared sync read; ~45 bytes, 0.1 ms at 4 Mbps).
-    A failed read is counted with the bus errors and leaves NaN in the arrays (the
+    On a Protocol 2.0 bus the board rides in the servos' own transaction: one BULK
+    READ with its own start address and length (:meth:`attach`; the read stage runs
+    it, this stage takes the board's values and failures).  On a Protocol 1.0 or
+    mixed bus (the humanoid: AX-18A on 1.0, OpenCR on 2.0) no single instruction
+    reaches both, so the board gets its own SYNC READ after the servos' (~45 bytes,
+    0.1 ms at 4 Mbps, plus a second round trip through the adapter).  A failed read is counted with the bus errors and leaves NaN in the arrays (the
     estimate is then marked invalid for that tick); it does not count against the servos'
     comm ladder.
 
@@ -141,7 +149,32 @@ class ImuStage:
         self.info: dict = {}
 
     def bind(self, bus) -> None:
-        """Add the board to ``bus``, ping it (model check) and make the sync read.
+        """Add the board to ``bus``, ping it (model check) and make its own sync read.
+
+        Raises
+        ------
+        BridgeError
+            It does not answer, or another model does (a connect fault).
+        """
+        self.connect(bus)
+        self.reader.bind()
+
+    def devices(self) -> list[tuple[list[str], list[int]]]:
+        """(registers, ids) of the board, for the read stage's bulk read."""
+        from servoloop.firmware_bridge.imu import IMU_REGISTERS
+
+        return [(list(IMU_REGISTERS), [self.imu.id])]
+
+    def attach(self, part) -> None:
+        """Take the board's values from ``part`` of the servos' bulk read (after
+        :meth:`connect`); None: no bulk read on this bus, make the board's own sync read."""
+        if part is None:
+            self.reader.bind()
+        else:
+            self.reader.attach(part)
+
+    def connect(self, bus) -> None:
+        """Add the board to ``bus`` and ping it (model check); no reader made yet.
 
         Raises
         ------
@@ -160,7 +193,6 @@ class ImuStage:
                 self.errors.count(exc)
                 if attempt == 2:
                     raise
-        self.reader.bind()
 
     def run(self) -> bool:
         """Read the board; False when the read failed (counted).

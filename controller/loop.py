@@ -5,7 +5,8 @@
     rate.wait()      absolute deadline on CLOCK_MONOTONIC (or simulated time);
                      a late tick is counted and skipped, never caught up
       -> read       one sync read of every servo          (bus_stages.ReadStage)
-                    and one of the IMU board, if any      (bus_stages.ImuStage)
+                    with the IMU board, if any, in one bulk read on Protocol 2.0;
+                    its own sync read on a mixed bus       (bus_stages.ImuStage)
       -> estimate   servo -> joint; the floating base     (estimator.Estimator,
                     from IMU + leg kinematics              base_estimator.BaseEstimator)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
@@ -163,15 +164,19 @@ class ControlLoop:
         """Make the readers and writers on the open ``bus`` (``tables``: control tables, config order)."""
         self.readonly = readonly
         turning = [sid for sid, v in zip(self.ids, self.joint_map.is_velocity, strict=True) if v]
-        reader = self.read.bind(bus, self.ids, tables, free_turning=turning)
+        imu = self.imu
+        if imu is not None:
+            imu.connect(bus)    # before the read stage: the board joins the servos' bulk read
+        reader = self.read.bind(bus, self.ids, tables, free_turning=turning,
+                                devices=imu.devices() if imu is not None else ())
         v = reader.values
         self.estimate.bind(v["present_position"], v["present_velocity"], v["effort"])
         self.joint_map.set_effort_units(reader.effort_units)
         self.monitor.bind(bus, self.ids, tables)
         self.servo_faults.bind(bus, tables, readonly)
-        if self.imu is not None:
-            self.imu.bind(bus)
-            r = self.imu.reader
+        if imu is not None:
+            imu.attach(reader.device_parts[0] if reader.device_parts else None)
+            r = imu.reader
             self.base_estimator.bind(r.gyro, r.accel, r.rpy)
         if readonly:
             return

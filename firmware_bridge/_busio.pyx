@@ -148,7 +148,8 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
                   const int* id_to_slot, int* slot_code, int* slot_err, int* slot_n,
                   uint8_t* slot_data, Py_ssize_t stride, Py_ssize_t max_total,
                   RxState* st, bint unstuff=1, const Py_ssize_t* tag_len=NULL, int ntags=0,
-                  int cur=0, int64_t* slot_stale=NULL) noexcept nogil:
+                  int cur=0, int64_t* slot_stale=NULL,
+                  const Py_ssize_t* slot_base=NULL) noexcept nogil:
     """Read and file status packets until every expected slot is filled or the deadline.
 
     ``id_to_slot[256]`` maps a servo id to its slot (-1 = not expected);
@@ -160,12 +161,15 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
     ``tag_len[ntags]``: the parameter counts of the request variants (see
     :class:`GroupIO`); a good reply whose count is another variant's answers
     an earlier request: it is discarded and counted in ``slot_stale``.
+    ``slot_base[slot]`` (NULL: 0) is added to every variant's count for that
+    slot: a bulk read asks each device for its own length.
     """
     cdef ParseResult res
     cdef Py_ssize_t pos, h, total
     cdef ssize_t k
     cdef int rc, slot, w, t
     cdef bint stale
+    cdef Py_ssize_t base
     cdef int hdr = 2 if protocol == 1 else 4
     while st.remaining > 0:
         # parse what is buffered
@@ -200,9 +204,10 @@ cdef int _rx_loop(int fd, int protocol, double deadline,
             if rc == PARSE_OK:
                 slot = id_to_slot[res.servo_id]
                 stale = 0
-                if slot >= 0 and ntags > 1 and <Py_ssize_t>res.nparams != tag_len[cur]:
+                base = slot_base[slot] if (slot_base != NULL and slot >= 0) else 0
+                if slot >= 0 and ntags > 1 and <Py_ssize_t>res.nparams != base + tag_len[cur]:
                     for t in range(ntags):
-                        if <Py_ssize_t>res.nparams == tag_len[t]:
+                        if <Py_ssize_t>res.nparams == base + tag_len[t]:
                             stale = 1
                 if stale:
                     # the late answer to an earlier request: never this request's value
@@ -286,7 +291,17 @@ cdef class GroupIO:
         for Protocol 1.0); ``ntags`` variants of equal length, one after the other
     data_len : parameter bytes per reply the fields are decoded from
     fields : list of (offset, size, encoding 0/1/2, zero_raw, scale) per value row;
-        zero_raw and scale may be sequences of one value per slot (mixed models)
+        offset, zero_raw and scale may be sequences of one value per slot (mixed
+        models; a bulk read: offset -1 where the row is not that slot's, its value
+        stays NaN)
+    slot_len : sequence of int (n,) or None
+        A BULK READ: the bytes each slot's device is asked for in variant 0
+        (devices differ); variant ``v`` asks each for ``v`` more and ``tag_len``
+        is then ``0..ntags-1``.  None: every slot reads ``data_len`` (sync read).
+    slot_shift : sequence (ntags, n) of int, or None
+        A bulk read: bytes variant ``v`` asks slot ``i``'s device for *before* its
+        block (a device whose table ends right after the block grows its request
+        at the front instead); the fields then sit that much further in.
     ntags : int
         Request variants.  Variant ``v`` reads ``data_len + v`` bytes, so its
         replies carry ``tag_len[v]`` parameter bytes: a reply of another
@@ -313,7 +328,10 @@ cdef class GroupIO:
     cdef Py_ssize_t[::1] tx_start, tx_len
     cdef int[::1] tx_first, tx_count
     cdef double[::1] tx_timeout
-    cdef int[::1] f_off, f_size, f_enc
+    cdef int[:, ::1] f_off          # (nfields, n): -1 = not this slot's row (bulk read)
+    cdef int[::1] f_size, f_enc
+    cdef Py_ssize_t[::1] slot_base   # (n,) bytes asked of each slot beyond the variant's
+    cdef Py_ssize_t[:, ::1] slot_shift  # (ntags, n) bytes asked before the block (bulk read)
     cdef int64_t[:, ::1] f_zero      # (nfields, n): models may differ in scale and zero
     cdef double[:, ::1] f_scale
     cdef public object out          # float64 (nfields, n)
@@ -342,7 +360,8 @@ cdef class GroupIO:
 
     def __init__(self, int fd, int protocol, ids, bytes tx, tx_splits, int data_len, fields,
                  on_after_write=None, dirty=None, bint fast=False, int ntags=1, tag_len=None,
-                 int pos_field=-1, max_rate=None, double abs_tol=0.05):
+                 int pos_field=-1, max_rate=None, double abs_tol=0.05, slot_len=None,
+                 slot_shift=None):
         self.fd = fd
         self.protocol = protocol
         self.n = len(ids)
@@ -353,6 +372,14 @@ cdef class GroupIO:
         self.unclean = 0
         self.ntx_all = len(tx_splits)
         self.ntx = len(tx_splits) // self.ntags
+        self.slot_base = np.zeros(len(ids), dtype=np.intp)
+        if slot_len is not None:
+            self.slot_base = np.array(list(slot_len), dtype=np.intp)
+            data_len = int(max(slot_len))
+            self.data_len = data_len
+        self.slot_shift = np.zeros((self.ntags, len(ids)), dtype=np.intp)
+        if slot_shift is not None:
+            self.slot_shift = np.array(slot_shift, dtype=np.intp).reshape(self.ntags, len(ids))
         self.stride = data_len + self.ntags - 1
         if tag_len is None:
             tag_len = [data_len + v for v in range(self.ntags)]
@@ -373,7 +400,8 @@ cdef class GroupIO:
         self.slot_err = np.zeros(self.n, dtype=np.intc)
         self.slot_n = np.zeros(self.n, dtype=np.intc)
         self.nfields = len(fields)
-        self.f_off = np.array([f[0] for f in fields], dtype=np.intc)
+        self.f_off = np.array([np.broadcast_to(np.asarray(f[0], dtype=np.intc), (self.n,))
+                               for f in fields], dtype=np.intc).reshape(len(fields), self.n)
         self.f_size = np.array([f[1] for f in fields], dtype=np.intc)
         self.f_enc = np.array([f[2] for f in fields], dtype=np.intc)
         self.f_zero = np.array([np.broadcast_to(np.asarray(f[3], dtype=np.int64), (self.n,))
@@ -533,7 +561,7 @@ cdef class GroupIO:
                          &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],
                          &self.slot_code[0], &self.slot_err[0], &self.slot_n[0], &self.data[0],
                          self.stride, self.max_total, &st, 1, &self.tag_len[0], self.ntags,
-                         self.cur, &self.stale_v[0])
+                         self.cur, &self.stale_v[0], &self.slot_base[0])
             if st.port_error:
                 break
         self.garbage_bytes += st.garbage_bytes
@@ -549,17 +577,20 @@ cdef class GroupIO:
                 if self.slot_code[i] == S_PENDING:
                     self.slot_code[i] = S_TIMEOUT
                 if (self.slot_code[i] != S_OK or self.slot_err[i] != 0
-                        or self.slot_n[i] != want):
+                        or self.slot_n[i] != want + self.slot_base[i]):
                     bad += 1
                     for f in range(self.nfields):
                         self.out_v[f, i] = NAN
                     continue
-                p = &self.data[i * self.stride]
+                p = &self.data[i * self.stride + self.slot_shift[self.cur, i]]
                 for f in range(self.nfields):
-                    v = _decode(_get_le(p + self.f_off[f], self.f_size[f]), self.f_size[f],
+                    if self.f_off[f, i] < 0:
+                        continue        # a bulk read: another device's row
+                    v = _decode(_get_le(p + self.f_off[f, i], self.f_size[f]), self.f_size[f],
                                 self.f_enc[f])
                     self.out_v[f, i] = (v - self.f_zero[f, i]) * self.f_scale[f, i]
-                if self.pos_field >= 0 and not self._plausible(i, tnow):
+                if (self.pos_field >= 0 and self.max_rate[i] > 0.0
+                        and not self._plausible(i, tnow)):
                     self.slot_code[i] = S_IMPLAUSIBLE
                     self.impl_v[i] += 1
                     bad += 1

@@ -11,6 +11,11 @@ and no datasheet, and the servo listing (``servoloop models``) stays servos.
 >>> reader.connect()          # ping, model number check, return delay
 >>> reader.bind()             # the preallocated sync read
 >>> reader.read()             # one SYNC READ of 18 bytes, GIL released on the wire
+
+Or, on a Protocol 2.0 bus, in the servos' own transaction: ``reader.attach(part)``
+with the board's :class:`~firmware_bridge.bulk.BulkPart` of a
+:class:`~firmware_bridge.bulk.BulkReader`; :meth:`ImuReader.read` then only
+takes the values that read brought (call it after the bulk read).
 >>> reader.gyro, reader.accel, reader.rpy     # (3,) rad/s, m/s^2, rad in the board's axes
 
 The board's registers are in its own axes; turning them into the robot's
@@ -90,6 +95,7 @@ class ImuReader:
         self.accel = np.full(3, np.nan)
         self.rpy = np.full(3, np.nan)
         self._reader = None
+        self._shared = False
         self._src: tuple = ()
 
     def connect(self) -> dict:
@@ -118,8 +124,22 @@ class ImuReader:
         v = self._reader.values
         self._src = tuple(v[n] for n in IMU_REGISTERS)
 
+    def attach(self, part) -> None:
+        """Take the board's values from ``part`` (its share of the servos' bulk read) instead
+        of a read of its own."""
+        self._reader = part
+        self._shared = True
+        v = part.values
+        self._src = tuple(v[n] for n in IMU_REGISTERS)
+
+    @property
+    def shared(self) -> bool:
+        """True when the board is read in the servos' bulk read (:meth:`attach`)."""
+        return self._shared
+
     def read(self) -> None:
-        """One sync read; fills :attr:`gyro`, :attr:`accel`, :attr:`rpy` (NaN when it failed).
+        """One sync read (attached: this tick's bulk read's values, no bus traffic); fills
+        :attr:`gyro`, :attr:`accel`, :attr:`rpy` (NaN when it failed).
 
         Raises
         ------
@@ -127,7 +147,10 @@ class ImuReader:
             The read failed (the arrays then hold NaN, never the last good value).
         """
         try:
-            self._reader.read()
+            if self._shared:
+                self._reader.check()
+            else:
+                self._reader.read()
         finally:
             s = self._src
             g, a, r = self.gyro, self.accel, self.rpy

@@ -287,7 +287,9 @@ class ServoBank:
             elif name == "present_velocity":
                 raw = np.rint(sign * velocity[idx] / r.scale)
             elif name == "present_current":
-                raw = np.rint(sign * torque[idx] / (info.kt * r.scale))
+                # zero_raw: MX (1.0) reports offset binary, 2048 = 0 A (e-Manual MX-64 address
+                # 68: I = 4.5 mA x (Present Current - 2048)); X and MX (2.0) two's complement
+                raw = np.rint(sign * torque[idx] / (info.kt * r.scale)) + r.zero_raw
             elif name == "present_pwm" or (name == "present_load" and self._load_is_duty):
                 duty = (torque[idx] + self.line_emf * velocity[idx]) / self.line_stall
                 raw = np.rint(np.minimum(np.maximum(sign * duty, -1.0), 1.0) / r.scale)

@@ -147,6 +147,9 @@ class WholeBodyRobot:
             self.armature[self.idx] = armature
         self.mass = float(model.total_mass)
         self._jac = np.zeros((6, model.nv))
+        self._rx = np.zeros((3, 3))
+        # bound once: an import statement per call costs microseconds in a 1 kHz tick
+        self._fk, self._frame_jacobian = core_cy.forward_kinematics, core_cy.frame_jacobian
 
     @classmethod
     def from_urdf(cls, urdf, joint_names=None, feet=None, armature=None, what: str = "wbc",
@@ -171,9 +174,7 @@ class WholeBodyRobot:
 
     def kinematics(self, q) -> None:
         """Forward kinematics at ``q`` into :attr:`data`."""
-        from servoloop.core_cy import forward_kinematics
-
-        forward_kinematics(self.model, self.data, q)
+        self._fk(self.model, self.data, q)
 
     def point_world(self, body: int, p_local) -> np.ndarray:
         """World position (3,) of a point fixed in ``body`` (after :meth:`kinematics`)."""
@@ -186,13 +187,13 @@ class WholeBodyRobot:
         touching point of a ball of that radius, as the contact ID and the simulator
         take it (a rolling ball's centre moves while its touching point stays).
         """
-        from servoloop.core_cy import frame_jacobian
-
-        J = frame_jacobian(self.model, self.data, q, body, "local_world_aligned", out=self._jac)
+        J = self._frame_jacobian(self.model, self.data, q, body, "local_world_aligned", out=self._jac)
         r = self.data.rotation_body_to_world[body] @ p_local
         r[2] -= radius
         # v_p = v_o + w x r = v_o - r x w
-        rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        rx = self._rx
+        rx[0, 1], rx[0, 2], rx[1, 2] = -r[2], r[1], -r[0]
+        rx[1, 0], rx[2, 0], rx[2, 1] = r[2], -r[1], r[0]
         return J[:3] - rx @ J[3:]
 
     def foot_position(self, foot: Foot) -> np.ndarray:

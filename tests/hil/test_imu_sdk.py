@@ -88,3 +88,61 @@ def test_init_and_scan_name_the_board_and_keep_it_out_of_the_servos(virtual_bus,
     from servoloop.firmware_bridge.control_table import model_name
 
     assert model_name(0x7400) == "OpenCR" and model_name(4242) == "unknown(4242)"
+
+
+def test_sdk_and_our_bulk_read_of_twelve_servos_and_the_board_agree(imu_port, virtual_bus):
+    """dynamixel_sdk's GroupBulkRead (ROBOTIS's own client) and our compiled BulkReader
+    send the same kind of request for the twelve servos plus the board, and read the same
+    robot at rest: every device answers both, positions and gravity agree."""
+    import numpy as np
+
+    from servoloop.firmware_bridge.bulk import BulkReader
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
+    from servoloop.firmware_bridge.imu import IMU_REGISTERS, ImuReader
+
+    ph = dxl.PacketHandler(2.0)
+    n = A["yaw"] + 2 - A["gyro_x"]
+    br = dxl.GroupBulkRead(imu_port, ph)
+    for sid in range(1, 13):
+        assert br.addParam(sid, 126, 10)         # present current, velocity, position (XM430)
+    assert br.addParam(200, A["gyro_x"], n)
+    import time
+
+    def sdk_positions():
+        assert br.txRxPacket() == dxl.COMM_SUCCESS
+        out = []
+        for sid in range(1, 13):
+            assert br.isAvailable(sid, XM_PRESENT_POSITION, 4)
+            raw = br.getData(sid, XM_PRESENT_POSITION, 4)
+            out.append(raw - (1 << 32) if raw >= 1 << 31 else raw)
+        return np.array(out)
+
+    # the powered-off robot falls and settles after the bus starts: wait until it lies still
+    prev, t_end = sdk_positions(), time.monotonic() + 20.0
+    while time.monotonic() < t_end:
+        time.sleep(0.2)
+        sdk_pos = sdk_positions()
+        if np.abs(sdk_pos - prev).max() <= 1:
+            break
+        prev = sdk_pos
+    assert br.isAvailable(200, A["acc_x"], 6)
+    sdk_acc = [_s16(br.getData(200, A[f"acc_{k}"], 1), br.getData(200, A[f"acc_{k}"] + 1, 1))
+               * ACCEL_FACTOR * G_ACC for k in "xyz"]
+    imu_port.closePort()
+    port = imu_port.getPortName()
+    with Bus(port, 4_000_000, 2, [ServoSpec(i, "XM430-W350") for i in range(1, 13)],
+             timeout_margin_s=0.05) as bus:
+        imu = ImuReader(bus, 200, T)
+        r = BulkReader(bus, [(["present_position"], list(range(1, 13))), (list(IMU_REGISTERS), [200], False)])
+        imu.attach(r.parts[1])
+        for _ in range(3):
+            assert r.read()
+        r.parts[0].check()
+        imu.read()
+        pos = r.parts[0].values["present_position"]
+        reg = bus.register(1, "present_position")
+        ours = np.round(pos / reg.scale + reg.zero_raw)
+        # the robot lies at rest: the same position to a few ticks of sensor noise
+        assert np.abs(ours - sdk_pos).max() <= 3
+        assert np.linalg.norm(imu.accel) == pytest.approx(9.81, abs=0.02)
+        assert np.allclose(imu.accel, sdk_acc, atol=0.02)

@@ -107,3 +107,23 @@ def test_baud_codes():
     assert raw_to_baud(mx, 250) == 2_250_000 and baud_to_raw(mx, 3_000_000) == 252
     with pytest.raises(ValueError):
         baud_to_raw(x, 12345)
+
+
+def test_looking_up_one_model_parses_one_table_file_and_finds_the_same_table():
+    """Connecting to a bus looks up each servo's model: that must not parse all 52 YAML tables
+    (it made Bus() take 6-10 s on the project's machine); the one found is the table the full
+    listing holds, by name, alias, suffixed name and model number."""
+    from servoloop.firmware_bridge import control_table as ct
+
+    for f in (ct._load_path, ct._all_tables, ct._names, ct._headers):
+        f.cache_clear()
+    t = ct.get_table("xm430-w350-t")
+    assert t.name == "XM430-W350" and ct._load_path.cache_info().currsize == 1
+    assert ct._all_tables.cache_info().currsize == 0
+    every = ct._all_tables()
+    assert t in every
+    for table in every:
+        assert ct.get_table(table.name) is table
+        assert ct.get_table(table.model_number) is table
+        for alias in table.aliases:
+            assert ct.get_table(alias) is table

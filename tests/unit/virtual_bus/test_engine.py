@@ -265,3 +265,34 @@ def test_current_mode_drives_torque_and_velocity_mode_tracks_speed():
     assert read_int(e, 1, "present_current", signed=True) < 200
     assert abs(read_int(e, 2, "present_velocity", signed=True) - 50) <= 1
     assert list(e.mode) == [2, 1]
+
+
+def test_mx_protocol1_present_current_is_offset_binary_2048_is_zero_amps():
+    """MX (1.0) Present Current (address 68): I = 4.5 mA x (raw - 2048) (e-Manual MX-64/106
+    control table); 0 A at rest reads 2048, never 0 (that would be -9.2 A)."""
+    mx = get_table("MX-64")
+    reg, goal = mx["present_current"], mx["goal_position"]
+    assert (reg.address, reg.zero_raw, reg.scale) == (68, 2048, 0.0045)
+    e = BusEngine("1:MX-64", protocol=1, noise_ticks=0)
+
+    def current_raw():
+        (r,) = [P.parse_packet(p, 1, status=True)[0] for _, rs in
+                e.feed(P.build_instruction(1, 1, 0x02, bytes((reg.address, 2)))) for p, _, _ in rs]
+        assert r.error == 0
+        return int.from_bytes(r.params, "little")
+
+    e.advance(0.01)
+    assert abs(current_raw() - 2048) <= 1                                  # torque off: 0 A
+    assert to_si_array(reg, np.array([current_raw()]))[0] == pytest.approx(0.0, abs=0.0046)
+    # torque on, goal a quarter turn ahead: the motor pushes forwards (raw above 2048), and
+    # no harder than the stall current
+    now = int.from_bytes(next(P.parse_packet(p, 1, status=True)[0] for _, rs in e.feed(
+        P.build_instruction(1, 1, 0x02, bytes((mx["present_position"].address, 2)))) for p, _, _ in rs).params,
+        "little")
+    for address, data in ((mx["torque_enable"].address, b"\x01"),
+                          (goal.address, (now + 1024).to_bytes(2, "little"))):
+        for _, rs in e.feed(P.build_instruction(1, 1, 0x03, bytes((address,)) + data)):
+            assert all(P.parse_packet(p, 1, status=True)[0].error == 0 for p, _, _ in rs)
+    e.advance(0.004)
+    amps = to_si_array(reg, np.array([current_raw()]))[0]
+    assert 0.1 < amps <= mx.datasheet.stall_current_a * 1.05
