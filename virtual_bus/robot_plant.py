@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from servoloop.controller.simulation_config import standing_pose
 from servoloop.core_cy.dynamics._dynamics import Model
 from servoloop.core_cy.sim.model import (
     ContactPoints,
@@ -66,6 +67,9 @@ class RobotPlant:
         self.held_ns = -1          # simulation.held_s: the base is held still until this time
         self._held_q = None
         self._kp0 = sim._core.servo_array("kp")[0].copy()
+        self._frames = None
+        self._pushes = []          # (time ns, impulse (3,) N s world, link): simulation.pushes
+        self.pushes_done = []      # (time s, dv (nv,)) of the pushes given
         self._tau0 = sim._core.servo_array("tau_max")[0].copy()
         # the base's world acceleration over the last step (what an IMU's accelerometer feels,
         # with gravity): a difference of world velocities, so it holds contact impulses too
@@ -86,7 +90,7 @@ class RobotPlant:
         Contact geometry: the URDF's collision spheres, boxes and cylinders
         plus the config's ``simulation.contacts``; each joint gets the model
         of the servo that drives it; ``pose`` (dict joint -> rad, default
-        the config's controller pose, or zeros) is where it is placed.
+        :func:`controller.simulation_config.standing_pose`) is where it is placed.
         Raises ValueError naming the file when the config has no URDF or the
         robot has nothing to touch the ground with.
         """
@@ -117,7 +121,7 @@ class RobotPlant:
                 if j in by_joint else config.servo for j in model.actuated_joint_names))
         sim = Simulator(model, points, config)
         if pose is None:
-            pose = cfg.controller.params.get("pose", {}) or {}
+            pose = standing_pose(cfg)
         plant = cls(sim, joints)
         q = np.zeros(sim.n_joints)
         names = list(model.actuated_joint_names)
@@ -183,6 +187,60 @@ class RobotPlant:
             raise ValueError("push: the robot has no floating base")
         self.sim.v[:3] += self.base_rotation().T @ np.asarray(dv_world, dtype=float)
 
+    def apply_impulse(self, impulse_world, link: str | None = None) -> np.ndarray:
+        """A linear impulse ``p`` (3,) [N s, world frame] at the origin of ``link`` (None: the
+        base link), the joints locked: the robot, as one rigid body in its present pose, takes
+        it (``dv_base = M_bb^-1 J_b^T p``, M_bb the 6x6 composite inertia, J_b the base columns
+        of the link origin's world-aligned Jacobian); joint velocities do not jump.
+
+        Why locked: a shove lasts a few ms, during which geared servos are not back-driven.
+        With free joints (``M^-1 J^T p`` over all of M) the light legs of the AX-18A humanoid,
+        whose servo model has no armature, would jump to 10 rad/s from 0.3 N s at the pelvis.
+        Returns ``dv`` (nv,)."""
+        from servoloop.core_cy import Data, crba, forward_kinematics, frame_jacobian
+
+        model, sim = self.sim.model, self.sim
+        if not model.floating_base:
+            raise ValueError("apply_impulse: the robot has no floating base")
+        body, R_link, p_link = self._link_frame(link)
+        q = np.array(sim.q, dtype=float)
+        data = Data(model)
+        forward_kinematics(model, data, q)
+        J = np.array(frame_jacobian(model, data, q, body, "local_world_aligned"), dtype=float)
+        # the link's origin sits at p_link in its body: v_p = v_o - r x w, r in world axes
+        r = data.rotation_body_to_world[body] @ p_link
+        rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        Jp = J[:3] - rx @ J[3:]
+        M = np.array(crba(model, data, q), dtype=float)
+        Mbb = 0.5 * (M[:6, :6] + M[:6, :6].T)
+        dv = np.zeros(model.nv)
+        dv[:6] = np.linalg.solve(Mbb, Jp[:, :6].T @ np.asarray(impulse_world, dtype=float))
+        sim.v[:] += dv
+        return dv
+
+    def _link_frame(self, link: str | None):
+        """(body index, R link -> body, link origin in the body) of a URDF link (None: the base)."""
+        if link is None:
+            return 0, np.eye(3), np.zeros(3)
+        if self._frames is None:
+            from servoloop.core_cy.dynamics.urdf import parse_urdf
+
+            self._frames = parse_urdf(str(self.sim.model.source), floating_base=True).frames
+        if link not in self._frames:
+            raise ValueError(f"push: link {link!r} is not in {self.sim.model.source} "
+                             f"(links: {', '.join(sorted(self._frames))})")
+        body, R_link, p_link = self._frames[link]
+        return body, np.asarray(R_link, dtype=float), np.asarray(p_link, dtype=float)
+
+    def schedule_pushes(self, pushes) -> None:
+        """Impulses to give at set times from now (the virtual bus's power-up): ``pushes`` is a
+        sequence of ``(t_s, impulse (3,) N s world, link or None)`` (``simulation.pushes``)."""
+        for t_s, impulse, link in pushes:
+            self._link_frame(link)                      # an unknown link fails now, not mid-run
+            self._pushes.append((self.time_ns + int(round(float(t_s) * 1e9)),
+                                 np.asarray(impulse, dtype=float), link))
+        self._pushes.sort(key=lambda p: p[0])
+
     def set_state(self, position, velocity=None) -> None:
         """Place the servo joints [rad] at rest; a floating base is set down on the ground."""
         q = self.sim.q[self._off:].copy()
@@ -215,15 +273,27 @@ class RobotPlant:
             floating = self.sim.model.floating_base
             if floating:
                 self._vw_prev[:] = self._base_velocity_world()
-            self.sim.step(self._goal, self._on, n_steps=k)
-            self.time_ns += k * self._h_ns
+            start_ns, end_ns = self.time_ns, self.time_ns + k * self._h_ns
+            while self._pushes and self._pushes[0][0] <= end_ns:
+                # a push falls in this interval: step up to it, give it, go on
+                t_ns, impulse, link = self._pushes.pop(0)
+                before = max(0, (t_ns - self.time_ns) // self._h_ns)
+                if before:
+                    self.sim.step(self._goal, self._on, n_steps=before)
+                    self.time_ns += before * self._h_ns
+                    k -= before
+                dv = self.apply_impulse(impulse, link)
+                self.pushes_done.append((self.time_ns * 1e-9, dv))     # plant clock
+            if k:
+                self.sim.step(self._goal, self._on, n_steps=k)
+            self.time_ns = end_ns
             if self.time_ns <= self.held_ns:
                 # held (simulation.held_s): the base stays where it was placed, at rest
                 self.sim.q[:7] = self._held_q
                 self.sim.v[:6] = 0.0
                 self._vw_prev[:] = 0.0
             if floating:
-                self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / (k * self._h_ns * 1e-9)
+                self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / ((end_ns - start_ns) * 1e-9)
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]
@@ -267,6 +337,9 @@ def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
         n = plant.n
         pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
         plant.step(SETTLE_S, pos.copy(), np.zeros(n, dtype=bool), pos, vel, tau)
+    if config.simulation.pushes and plant.sim.model.floating_base:
+        # from power-up as the bus serves it (after the settling above)
+        plant.schedule_pushes([(p.t_s, p.impulse, p.link) for p in config.simulation.pushes])
     if plant.n != len(servos):
         raise ValueError(f"{name}: the robot drives {plant.n} joints, the bus has {len(servos)} servos")
     return plant
