@@ -112,10 +112,14 @@ class WalkController(WbcController):
         feet = np.array([r.foot_position(f) for f in r.feet])
         drop = float(self._p("crouch")) * leg_length(r)
         ik = LegIK(r, q)
+        # start a third of the way to mid-range: a straight knee is a singular start, from
+        # which the hips and ankles alone would lower the base (feet no longer under it)
+        mid = 0.5 * (self.ctx.lower + self.ctx.upper)
+        legs = np.isin(r.idx, ik.joints)
+        ik.q[7 + r.idx[legs]] = base[legs] + 0.3 * (mid[legs] - base[legs])
         for _ in range(20):
             qj = ik.solve(q[:3] - [0.0, 0.0, drop], q[3:7], feet, iterations=3)
         out = base.copy()
-        legs = np.isin(r.idx, ik.joints)
         out[legs] = qj[r.idx][legs]
         return np.clip(out, self.ctx.lower, self.ctx.upper)
 
@@ -144,6 +148,18 @@ class WalkController(WbcController):
             self._t0 = t
         self._t = t - self._t0
         return self.planner.update(self._t, q, v)
+
+    def update(self, t: float, state, command) -> None:
+        """``wbc``'s tick, then position servos hold the planned posture (IK of the plan):
+        goal = q_IK + tau / k_p, so the servo's own stiffness keeps the gait and the contact
+        ID's torque rides on it as the goal offset (the daemon adds it for calibrated servos)."""
+        super().update(t, state, command)
+        if not self.running or self.targets is None:
+            return
+        hold = ~self._current
+        np.multiply(command.effort, self._own_offset, out=self._buf)
+        self._buf += self.targets.posture
+        command.position[hold] = self._buf[hold]
 
     def status(self) -> dict:
         s = super().status()
