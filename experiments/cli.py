@@ -15,6 +15,8 @@ __all__ = ["register", "EXPERIMENTS"]
 EXPERIMENTS = {
     "seed003": ("servoloop.experiments.seed003_cli",
                 "quadruped trot under 7 controllers, rigid/compliant ground, mu 0.1/inf (Tables 3-5)"),
+    "walk_a9": ("servoloop.experiments.walk_a9_cli",
+                "humanoid walk: torque cost per metre, learned reduced-order model vs LIP"),
 }
 
 

@@ -3,7 +3,8 @@
 The walk, in a walk frame (x forward along the heading the robot had when
 the run began, y to the left, origin midway between the feet):
 
-- ``pre_s`` of standing, then ``shift_s`` while the zero-moment point (ZMP)
+- ``pre_s`` of standing (the LIP plan anticipates the shift: long enough that the
+  CoM starts at rest), then ``shift_s`` while the zero-moment point (ZMP)
   moves from between the feet onto the first stance foot (the right one: the
   left foot swings first);
 - ``steps`` steps of ``step_s`` each: single support for ``(1 - ds) step_s``
@@ -42,7 +43,7 @@ class WalkTiming:
     steps: int = 10
     step_s: float = 0.32
     ds: float = 0.2
-    pre_s: float = 0.3
+    pre_s: float = 0.8
     shift_s: float = 0.4
     post_s: float = 1.0
 
