@@ -15,7 +15,7 @@ import sys
 __all__ = ["add_arguments", "main", "print_table"]
 
 METRICS = (("torque_cost_per_m", "N^2 m^2 s / m"), ("max_tilt_deg", "deg"), ("distance_m", "m"),
-           ("fell", "0/1"))
+           ("steps_done", "steps before a fall"))
 
 
 def add_arguments(parser) -> None:

@@ -36,12 +36,34 @@ def test_walk_lip_ten_steps_then_stands():
     assert r["run"].ctrl.status()["walking"] is False
 
 
-def test_walk_learned_rom_ten_steps():
+def test_a9_experiment_walks_ten_steps_with_lip_and_learned_rom(capsys):
+    # servoloop experiment walk_a9: both walks, 10 steps each, in the benchmark JSON form
     pytest.importorskip("casadi")
-    from servoloop.experiments.walk_humanoid import run_walk
+    import json
 
-    r = run_walk({"model": "builtin:five_link_4d"})
-    _check_walk(r)
+    from servoloop.cli import main
+
+    assert main(["experiment", "walk_a9", "--steps", "10", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["benchmark"] == "walk_a9"
+    rows = {(r["case"], r["metric"]): r for r in rep["rows"]}
+    for model in ("lip", "builtin:five_link_4d"):
+        case = f"humanoid v=0.12 steps=10 {model}"
+        assert rows[(case, "steps_done")]["ours"] == 10            # no fall before the 10th
+        assert rows[(case, "distance_m")]["ours"] == pytest.approx(9 * 0.12 * 0.32, rel=0.2)
+        assert rows[(case, "max_tilt_deg")]["ours"] < 15.0
+        r = rows[(case, "torque_cost_per_m")]
+        assert r["anchor_name"] == "lip" and r["ours"] > 0
+        assert r["ratio"] == pytest.approx(r["ours"] / r["anchor"])
+
+
+def test_a9_experiment_refuses_bad_arguments():
+    from servoloop.cli import main
+
+    with pytest.raises(SystemExit, match="--speed 5.0: must lie in"):
+        main(["experiment", "walk_a9", "--speed", "5", "--json"])
+    with pytest.raises(SystemExit, match="--steps 2: must lie in 5..200"):
+        main(["experiment", "walk_a9", "--steps", "2", "--json"])
 
 
 def test_lip_plan_obeys_the_pendulum_and_starts_and_ends_at_rest():
