@@ -51,6 +51,12 @@ from servoloop.controller.config_checks import (
 )
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.imu_config import check_imu
+from servoloop.controller.simulation_config import (  # noqa: F401 - re-exported
+    ContactConfig,
+    PushConfig,
+    SimulationConfig,
+    check_pushes,
+)
 
 __all__ = [
     "BusConfig",
@@ -65,6 +71,7 @@ __all__ = [
     "SocketConfig",
     "SimulationConfig",
     "ContactConfig",
+    "PushConfig",
     "ImuConfig",
     "RobotConfig",
     "load_config",
@@ -251,44 +258,6 @@ class SocketConfig:
     """Command socket path: ``auto`` = $XDG_RUNTIME_DIR or /tmp, ``null`` = none."""
 
     path: str | None = "auto"
-
-
-@dataclass(frozen=True)
-class ContactConfig:
-    """One contact primitive on a link, for the contact simulator.
-
-    ``shape``: ``box`` (``size`` = full edge lengths [m], 3 values),
-    ``sphere`` ([radius]) or ``cylinder`` ([radius, length], along the link's
-    z axis); ``origin``: its centre in the link frame [m].
-    """
-
-    link: str
-    shape: str
-    size: tuple[float, ...]
-    origin: tuple[float, ...] = (0.0, 0.0, 0.0)
-
-
-@dataclass(frozen=True)
-class SimulationConfig:
-    """What simulates the robot when no port is given (the built-in virtual bus).
-
-    ``plant``: ``contact`` (the contact simulator), ``independent`` (one
-    load per servo) or ``"MODULE:FUNCTION"``, a factory of the virtual
-    bus's physics called with ``servos=`` and ``robot=`` (and ``config=``,
-    the config itself, when the factory takes it); None = ``contact`` when
-    the config names a URDF (``model.urdf`` or ``model.name``), else
-    ``independent``.  ``contacts``: contact primitives added to
-    the URDF's own collision boxes, spheres and cylinders (a URDF with
-    meshes only needs them to touch the ground).  ``held_s``: a floating
-    robot starts upright in its pose, its base held still for that long
-    [s of simulated time] from power-up (a person or a gantry holding a
-    humanoid while the daemon starts), then let go; 0 (the default): it
-    starts lying where its joints let it fall with torque off.
-    """
-
-    plant: str | None = None
-    contacts: tuple[ContactConfig, ...] = ()
-    held_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -497,6 +466,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     check_loop(cfg.loop, err)
     if not cfg.simulation.held_s >= 0:
         raise err(f"simulation.held_s must be >= 0 s, got {cfg.simulation.held_s}", "simulation.held_s")
+    check_pushes(cfg, err)
     if cfg.startup.ramp_s < 0:
         raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
     sd = cfg.shutdown

@@ -65,14 +65,16 @@ def servo_spec_arg(cfg: RobotConfig) -> str:
 
 
 def _builtin_matches(cfg: RobotConfig) -> bool:
-    """True when the config's servos are those of the built-in robot of the same name."""
+    """True when the config's servos and simulation section are those of the built-in robot
+    of the same name (a changed ``simulation:``, e.g. pushes, is simulated as written)."""
     try:
         from servoloop.controller.config import builtin_config
 
         ref = builtin_config(cfg.robot)
     except Exception:  # noqa: BLE001 - any failure: not a built-in
         return False
-    return [(s.id, s.model) for s in ref.servos] == [(s.id, s.model) for s in cfg.servos]
+    return ([(s.id, s.model) for s in ref.servos] == [(s.id, s.model) for s in cfg.servos]
+            and ref.simulation == cfg.simulation)
 
 
 @dataclass

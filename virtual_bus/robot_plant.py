@@ -32,7 +32,7 @@ from servoloop.core_cy.sim.model import (
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["RobotPlant", "SETTLE_S", "make_plant"]
+__all__ = ["RobotPlant", "SETTLE_S", "make_plant", "placement_pose"]
 
 class RobotPlant:
     """The simulator as a virtual-bus plant.
@@ -66,6 +66,10 @@ class RobotPlant:
         self.held_ns = -1          # simulation.held_s: the base is held still until this time
         self._held_q = None
         self._kp0 = sim._core.servo_array("kp")[0].copy()
+        self._armature = np.array([m.armature_kg_m2 for m in sim.config.servos(sim.n_joints)])
+        self._frames = None
+        self._pushes = []          # (time ns, impulse (3,) N s world, link): simulation.pushes
+        self.pushes_done = []      # (time s, dv (nv,)) of the pushes given
         self._tau0 = sim._core.servo_array("tau_max")[0].copy()
         # the base's world acceleration over the last step (what an IMU's accelerometer feels,
         # with gravity): a difference of world velocities, so it holds contact impulses too
@@ -86,7 +90,7 @@ class RobotPlant:
         Contact geometry: the URDF's collision spheres, boxes and cylinders
         plus the config's ``simulation.contacts``; each joint gets the model
         of the servo that drives it; ``pose`` (dict joint -> rad, default
-        the config's controller pose, or zeros) is where it is placed.
+        :func:`placement_pose`) is where it is placed.
         Raises ValueError naming the file when the config has no URDF or the
         robot has nothing to touch the ground with.
         """
@@ -117,7 +121,7 @@ class RobotPlant:
                 if j in by_joint else config.servo for j in model.actuated_joint_names))
         sim = Simulator(model, points, config)
         if pose is None:
-            pose = cfg.controller.params.get("pose", {}) or {}
+            pose = placement_pose(cfg)
         plant = cls(sim, joints)
         q = np.zeros(sim.n_joints)
         names = list(model.actuated_joint_names)
@@ -183,6 +187,53 @@ class RobotPlant:
             raise ValueError("push: the robot has no floating base")
         self.sim.v[:3] += self.base_rotation().T @ np.asarray(dv_world, dtype=float)
 
+    def apply_impulse(self, impulse_world, link: str | None = None) -> np.ndarray:
+        """A linear impulse ``p`` (3,) [N s, world frame] at the origin of ``link`` (None: the
+        base link): the whole robot's velocity jumps by ``dv = M^-1 J^T p`` (M with the servos'
+        armature, J the link origin's world-aligned Jacobian).  Returns ``dv`` (nv,)."""
+        from servoloop.core_cy import Data, crba, forward_kinematics, frame_jacobian
+
+        model, sim = self.sim.model, self.sim
+        if not model.floating_base:
+            raise ValueError("apply_impulse: the robot has no floating base")
+        body, R_link, p_link = self._link_frame(link)
+        q = np.array(sim.q, dtype=float)
+        data = Data(model)
+        forward_kinematics(model, data, q)
+        J = np.array(frame_jacobian(model, data, q, body, "local_world_aligned"), dtype=float)
+        # the link's origin sits at p_link in its body: v_p = v_o - r x w, r in world axes
+        r = data.rotation_body_to_world[body] @ p_link
+        rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        Jp = J[:3] - rx @ J[3:]
+        M = np.array(crba(model, data, q), dtype=float)
+        M = 0.5 * (M + M.T)
+        M[self._voff:, self._voff:] += np.diag(self._armature)
+        dv = np.linalg.solve(M, Jp.T @ np.asarray(impulse_world, dtype=float))
+        sim.v[:] += dv
+        return dv
+
+    def _link_frame(self, link: str | None):
+        """(body index, R link -> body, link origin in the body) of a URDF link (None: the base)."""
+        if link is None:
+            return 0, np.eye(3), np.zeros(3)
+        if self._frames is None:
+            from servoloop.core_cy.dynamics.urdf import parse_urdf
+
+            self._frames = parse_urdf(str(self.sim.model.source), floating_base=True).frames
+        if link not in self._frames:
+            raise ValueError(f"push: link {link!r} is not in {self.sim.model.source} "
+                             f"(links: {', '.join(sorted(self._frames))})")
+        body, R_link, p_link = self._frames[link]
+        return body, np.asarray(R_link, dtype=float), np.asarray(p_link, dtype=float)
+
+    def schedule_pushes(self, pushes) -> None:
+        """Impulses to give at set times of this plant's clock: ``pushes`` is a sequence of
+        ``(t_s, impulse (3,) N s world, link or None)`` (config ``simulation.pushes``)."""
+        for t_s, impulse, link in pushes:
+            self._link_frame(link)                      # an unknown link fails now, not mid-run
+            self._pushes.append((int(round(float(t_s) * 1e9)), np.asarray(impulse, dtype=float), link))
+        self._pushes.sort(key=lambda p: p[0])
+
     def set_state(self, position, velocity=None) -> None:
         """Place the servo joints [rad] at rest; a floating base is set down on the ground."""
         q = self.sim.q[self._off:].copy()
@@ -215,8 +266,20 @@ class RobotPlant:
             floating = self.sim.model.floating_base
             if floating:
                 self._vw_prev[:] = self._base_velocity_world()
-            self.sim.step(self._goal, self._on, n_steps=k)
-            self.time_ns += k * self._h_ns
+            end_ns = self.time_ns + k * self._h_ns
+            while self._pushes and self._pushes[0][0] <= end_ns:
+                # a push falls in this interval: step up to it, give it, go on
+                t_ns, impulse, link = self._pushes.pop(0)
+                before = max(0, (t_ns - self.time_ns) // self._h_ns)
+                if before:
+                    self.sim.step(self._goal, self._on, n_steps=before)
+                    self.time_ns += before * self._h_ns
+                    k -= before
+                dv = self.apply_impulse(impulse, link)
+                self.pushes_done.append((self.time_ns * 1e-9, dv))
+            if k:
+                self.sim.step(self._goal, self._on, n_steps=k)
+            self.time_ns = end_ns
             if self.time_ns <= self.held_ns:
                 # held (simulation.held_s): the base stays where it was placed, at rest
                 self.sim.q[:7] = self._held_q
@@ -227,6 +290,16 @@ class RobotPlant:
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]
+
+
+def placement_pose(cfg) -> dict:
+    """Where a robot is placed at power-up ({joint: rad}): the controller's ``pose`` (``hold``)
+    or ``posture`` (``wbc``), else the last ``startup.via`` pose, else {} (all zero)."""
+    params = cfg.controller.params or {}
+    for key in ("pose", "posture"):
+        if isinstance(params.get(key), dict):
+            return params[key]
+    return dict(cfg.startup.via[-1]) if cfg.startup.via else {}
 
 
 # Simulated time a powered-off floating robot is left to settle before the
@@ -260,6 +333,8 @@ def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
     else:
         name = config.source or config.robot
     plant = RobotPlant.for_config(config)
+    if config.simulation.pushes and plant.sim.model.floating_base:
+        plant.schedule_pushes([(p.t_s, p.impulse, p.link) for p in config.simulation.pushes])
     held_s = config.simulation.held_s
     if plant.sim.model.floating_base and held_s > 0:
         plant.hold_base(held_s)

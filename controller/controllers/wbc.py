@@ -26,9 +26,18 @@ params (all optional; defaults work on the built-in quadruped):
   the posture);
 - ``height``: base height [m] (default: at the end of startup);
 - ``posture``: ``{joint: rad}`` (default: the last ``startup.via`` pose, else
-  the pose at the start);
+  the measured pose at the start, inside the limits);
 - ``torque_filter_hz``: low-pass cutoff of the torques sent (default 40 at loops of
   500 Hz and faster, else 0: none);
+- ``position_servo``: how a position servo is given its torque: ``torque``
+  (default: the goal is the measured position plus ``tau / k_p`` and the
+  damping advance, so the servo's own stiffness is cancelled and it
+  delivers ``tau``) or ``impedance`` (the goal is the posture plus
+  ``tau / k_p``: the servo keeps its own stiffness and damping about the
+  posture and the torque is a feed-forward on top).  ``impedance`` suits
+  coarse servos: with ``torque`` every count of the position reading
+  (AX-18A: 5.1 mrad, ~0.05 N m at its k_p) reaches the joint as torque
+  noise, which tips the 200 Hz humanoid over on compliant ground;
 - gains ``base_kp``, ``base_kd``, ``rot_kp``, ``rot_kd``, ``swing_kp``,
   ``swing_kd``, ``posture_kp``, ``posture_kd`` (1/s^2, 1/s).
 
@@ -56,12 +65,15 @@ __all__ = ["WbcController"]
 GAIN_KEYS = ("base_kp", "base_kd", "rot_kp", "rot_kd", "swing_kp", "swing_kd", "posture_kp", "posture_kd")
 POSE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
 #: how far a base goal may move from the standing pose (m for x, y, z; rad for angles)
+#: how a position servo is given the torque (param ``position_servo``)
+POSITION_SERVO = ("torque", "impedance")
 GOAL_RANGE = {"x": 0.5, "y": 0.5, "z": 0.1, "roll": 0.5, "pitch": 0.5, "yaw": math.pi}
 
 
 class WbcController(Controller):
     name = "wbc"
-    param_keys = ("variant", "mu", "feet", "height", "posture", "torque_filter_hz") + GAIN_KEYS
+    param_keys = ("variant", "mu", "feet", "height", "posture", "torque_filter_hz",
+                  "position_servo") + GAIN_KEYS
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params)
@@ -88,6 +100,10 @@ class WbcController(Controller):
         cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
         self._alpha = 1.0 if cutoff <= 0 else 1.0 - math.exp(-2.0 * math.pi * cutoff * ctx.dt)
         self._servo_setup()
+        # impedance: position servos take the posture (not the measured position) as the base
+        # of their goal
+        self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
+            else np.zeros(ctx.n, dtype=bool)
 
     # -- setup ------------------------------------------------------------
     def _load_robot(self):
@@ -168,9 +184,16 @@ class WbcController(Controller):
         self._own_offset = np.where(self._current | calibrated, 0.0,
                                     1.0 / np.where(kp > 0, kp, np.inf))
 
-    def _default_posture(self) -> np.ndarray:
+    def _default_posture(self, measured=None) -> np.ndarray:
+        """The posture param, else the last ``startup.via`` pose, else ``measured`` (n,) rad
+        (where finite; zero before any reading), inside the joint limits.  Never plain zeros on
+        a robot found standing: a held humanoid straightening its crouched legs would push its
+        knees through their stops (the limit fault of a straight-legged default)."""
         cfg, ctx = self.ctx.config, self.ctx
-        out = np.clip(np.zeros(ctx.n), ctx.lower, ctx.upper)
+        out = np.zeros(ctx.n)
+        if measured is not None:
+            out = np.where(np.isfinite(measured), measured, 0.0)
+        out = np.clip(out, ctx.lower, ctx.upper)
         if cfg is not None:
             for pose in cfg.startup.via:
                 out = joint_vector(ctx, pose, "startup.via", default=out)
@@ -200,6 +223,12 @@ class WbcController(Controller):
         for k in GAIN_KEYS:
             if k in params and not _number(params[k], f"{self.name}.{k}") >= 0:
                 raise ControllerParamError(f"{self.name}.{k} must be >= 0, got {params[k]}")
+        if "position_servo" in params:
+            if params["position_servo"] not in POSITION_SERVO:
+                raise ControllerParamError(f"{self.name}.position_servo: {params['position_servo']!r}; "
+                                           f"choose one of {', '.join(POSITION_SERVO)}")
+            if not initial:
+                raise ControllerParamError(f"{self.name}.position_servo can only be set in the config")
         if "torque_filter_hz" in params:
             f = _number(params["torque_filter_hz"], f"{self.name}.torque_filter_hz")
             if not 0.0 <= f <= 0.5 / self.ctx.dt:
@@ -277,7 +306,7 @@ class WbcController(Controller):
 
     # -- the loop ---------------------------------------------------------
     def start(self, state: JointState) -> None:
-        self.posture[:] = self._default_posture()
+        self.posture[:] = self._default_posture(state.position)
         self.running = False
 
     def begin_run(self, q, v) -> None:
@@ -323,6 +352,7 @@ class WbcController(Controller):
         command.effort[:] = tau
         np.multiply(state.velocity, self._advance, out=command.position)
         command.position += state.position
+        np.copyto(command.position, self.posture, where=self._impedance)
         np.multiply(tau, self._own_offset, out=buf)
         command.position += buf
         command.kp[:] = 0.0
