@@ -14,7 +14,8 @@ import sys
 
 __all__ = ["add_arguments", "main", "print_table"]
 
-METRICS = (("torque_cost_per_m", "N^2 m^2 s / m"), ("max_tilt_deg", "deg"), ("distance_m", "m"),
+METRICS = (("torque_cost_per_m", "N^2 m^2 s / m"), ("max_tilt_deg", "deg"),
+           ("base_rms_error_m", "m"), ("distance_m", "m"),
            ("steps_done", "steps before a fall"))
 
 

@@ -13,7 +13,9 @@ standing height or tilted over 30 deg), if any.
 A9 (seed 004 digest): torque cost per metre, ``sum_t |tau_servo|^2 dt /
 distance`` over the steady steps (all but the first two and the last two),
 ``tau_servo`` the torque the servos put out (their law, as simulated), the
-distance the base's forward travel over the same window.
+distance the base's forward travel over the same window; and the RMS of the base's
+horizontal distance from its planned place (the digest's "tracking of y", here the CoM
+plan's, which the base follows) until the last step ends.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class WalkRun:
         self.z0 = float(self.plant.q[2])
         self.max_tilt = 0.0
         self.min_z = self.z0
-        self.log = []          # (t, x, y, z, tilt, sum tau^2) per tick
+        #: per tick: t, base x, y, z [m], tilt [deg], sum tau^2 [N^2 m^2], |base - plan| (x, y) [m]
+        self.log = []
 
     def run(self, seconds: float) -> None:
         p, dt = self.plant, self.ctx.dt
@@ -81,8 +84,10 @@ class WalkRun:
             tilt = tilt_deg(p.q[3:7])
             self.max_tilt = max(self.max_tilt, tilt)
             self.min_z = min(self.min_z, float(p.q[2]))
+            tg = self.ctrl.targets
+            err = float(np.hypot(*(tg.base_position[:2] - p.q[:2]))) if tg is not None else 0.0
             self.log.append((self.k * dt, float(p.q[0]), float(p.q[1]), float(p.q[2]), tilt,
-                             float(np.sum(tau ** 2))))
+                             float(np.sum(tau ** 2)), err))
 
 
 def run_walk(params: dict, settle_s: float = 1.0) -> dict:
@@ -107,5 +112,6 @@ def run_walk(params: dict, settle_s: float = 1.0) -> dict:
     return {"steps_done": steps, "distance_m": float(w.plant.q[0] - log[0, 1]),
             "steady_distance_m": dist, "torque_cost": cost,
             "torque_cost_per_m": cost / dist if dist > 1e-3 else math.inf, "fell": fell,
-            "max_tilt_deg": w.max_tilt, "min_height_m": w.min_z, "height_m": w.z0,
+            "max_tilt_deg": w.max_tilt,
+            "base_rms_error_m": float(np.sqrt(np.mean(log[t <= tm.end_of_steps, 6] ** 2))), "min_height_m": w.min_z, "height_m": w.z0,
             "lateral_drift_m": float(w.plant.q[1]), "run": w}

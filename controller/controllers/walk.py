@@ -98,14 +98,21 @@ class WalkController(WbcController):
                                            "(the walk is planned from it when the run begins)")
         return params
 
-    def _default_posture(self) -> np.ndarray:
-        base = super()._default_posture()
-        if self.params.get("posture") is not None or getattr(self, "robot", None) is None:
-            return base             # (the robot is being built: finding its feet)
+    def _default_posture(self, measured=None) -> np.ndarray:
+        """``wbc``'s default (the posture param, else the last ``startup.via`` pose); without
+        either, straight legs bent by IK to ``crouch`` (a walk needs bent knees)."""
+        base = super()._default_posture(measured)
+        cfg = self.ctx.config
+        if (self.params.get("posture") is not None or (cfg is not None and cfg.startup.via)
+                or getattr(self, "robot", None) is None):
+            return base             # (no robot yet: it is being built, finding its feet)
         from servoloop.controller.wholebody.leg_ik import LegIK
         from servoloop.controller.wholebody.walk_planner import leg_length
 
         r = self.robot
+        ik_joints = LegIK(r, r.model.neutral()).joints
+        base[np.isin(r.idx, ik_joints)] = 0.0              # from straight legs
+        base = np.clip(base, self.ctx.lower, self.ctx.upper)
         q = r.model.neutral().copy()
         q[7 + r.idx] = base
         r.kinematics(q)
