@@ -35,7 +35,8 @@ def tilt_deg(quat) -> float:
 class WalkRun:
     """A controller of the built-in humanoid driving the simulator through its servo goals."""
 
-    def __init__(self, params: dict, robot: str = "humanoid") -> None:
+    def __init__(self, params: dict, robot: str = "humanoid", ground: str = "rigid",
+                 controller: str = "walk") -> None:
         from servoloop.controller.config import builtin_config
         from servoloop.controller.controllers import (
             Command,
@@ -48,13 +49,13 @@ class WalkRun:
 
         cfg = builtin_config(robot)
         self.ctx = ControllerContext.from_config(cfg)
-        self.ctrl = make_controller("walk", self.ctx, params)
+        self.ctrl = make_controller(controller, self.ctx, params)
         self.idx = self.ctrl.robot.idx
         names = list(self.ctrl.robot.model.actuated_joint_names)
         q0 = np.zeros(len(names))
         q0[self.idx] = self.ctrl._default_posture()
         servo = cfg.servos[0].model
-        self.plant = TorquePlant(builtin_urdf(robot), SimConfig(mode="rigid", dt=1e-3), q0,
+        self.plant = TorquePlant(builtin_urdf(robot), SimConfig(mode=ground, dt=1e-3), q0,
                                  substeps=max(1, round(self.ctx.dt / 1e-3)), servo=servo, drive="offset")
         self.state = JointState.zeros(self.ctx.n)
         self.cmd = Command.zeros(self.ctx.n)
@@ -90,9 +91,10 @@ class WalkRun:
                              float(np.sum(tau ** 2)), err))
 
 
-def run_walk(params: dict, settle_s: float = 1.0) -> dict:
-    """Walk the humanoid with ``params``; summary: steps done, distance [m], fell, A9 cost."""
-    w = WalkRun(params)
+def run_walk(params: dict, settle_s: float = 1.0, ground: str = "rigid") -> dict:
+    """Walk the humanoid with ``params`` on ``ground`` (``rigid`` or ``compliant``, the
+    simulator's modes); summary: steps done, distance [m], fell, A9 cost."""
+    w = WalkRun(params, ground=ground)
     tm_steps = int(params.get("steps", 10))
     step_s = float(params.get("step_s", 0.32))
     from servoloop.controller.wholebody.lip import WalkTiming

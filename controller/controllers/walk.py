@@ -54,6 +54,7 @@ class WalkController(WbcController):
             raise ControllerParamError(f"walk: a biped walks on 2 feet; this robot's feet are "
                                        f"{[f.link for f in self.robot.feet]} (set walk.feet)")
         self.planner = None
+        self.odometry = None
         self.rom = None
         self._t0 = None
         model = self.params.get("model", "lip")
@@ -132,6 +133,7 @@ class WalkController(WbcController):
 
     def begin_run(self, q, v) -> None:
         from servoloop.controller.wholebody.lip import WalkTiming
+        from servoloop.controller.wholebody.stance_odometry import StanceOdometry
         from servoloop.controller.wholebody.walk_planner import WalkPlanner
 
         super().begin_run(q, v)
@@ -141,6 +143,7 @@ class WalkController(WbcController):
                                    float(self._p("step_height")), rom=self.rom,
                                    limits=(self.ctx.lower, self.ctx.upper))
         self.targets = self.planner.targets
+        self.odometry = StanceOdometry(self.robot, self.ctx.dt, self.planner.ground_z)
         self._t0 = None
 
     def _set_base_targets(self) -> None:
@@ -160,7 +163,20 @@ class WalkController(WbcController):
         """``wbc``'s tick, then position servos hold the planned posture (IK of the plan):
         goal = q_IK + tau / k_p, so the servo's own stiffness keeps the gait and the contact
         ID's torque rides on it as the goal offset (the daemon adds it for calibrated servos)."""
-        super().update(t, state, command)
+        est = getattr(state, "base", None)
+        swapped = False
+        if self.odometry is not None and est is not None and est.valid:
+            # position and velocity from the legs of the planned stance feet (the estimate
+            # stage takes a low swing foot for a standing one): controller.wholebody.stance_odometry
+            tp = t - self._t0 if self._t0 is not None else 0.0
+            state.base = self.odometry.update(est, state.position, state.velocity,
+                                              self.planner.foot_plan(tp)[0])
+            swapped = True
+        try:
+            super().update(t, state, command)
+        finally:
+            if swapped:
+                state.base = est
         if not self.running or self.targets is None:
             return
         hold = ~self._current
