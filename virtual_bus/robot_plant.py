@@ -66,7 +66,6 @@ class RobotPlant:
         self.held_ns = -1          # simulation.held_s: the base is held still until this time
         self._held_q = None
         self._kp0 = sim._core.servo_array("kp")[0].copy()
-        self._armature = np.array([m.armature_kg_m2 for m in sim.config.servos(sim.n_joints)])
         self._frames = None
         self._pushes = []          # (time ns, impulse (3,) N s world, link): simulation.pushes
         self.pushes_done = []      # (time s, dv (nv,)) of the pushes given
@@ -189,8 +188,14 @@ class RobotPlant:
 
     def apply_impulse(self, impulse_world, link: str | None = None) -> np.ndarray:
         """A linear impulse ``p`` (3,) [N s, world frame] at the origin of ``link`` (None: the
-        base link): the whole robot's velocity jumps by ``dv = M^-1 J^T p`` (M with the servos'
-        armature, J the link origin's world-aligned Jacobian).  Returns ``dv`` (nv,)."""
+        base link), the joints locked: the robot, as one rigid body in its present pose, takes
+        it (``dv_base = M_bb^-1 J_b^T p``, M_bb the 6x6 composite inertia, J_b the base columns
+        of the link origin's world-aligned Jacobian); joint velocities do not jump.
+
+        Why locked: a shove lasts a few ms, during which geared servos are not back-driven.
+        With free joints (``M^-1 J^T p`` over all of M) the light legs of the AX-18A humanoid,
+        whose servo model has no armature, would jump to 10 rad/s from 0.3 N s at the pelvis.
+        Returns ``dv`` (nv,)."""
         from servoloop.core_cy import Data, crba, forward_kinematics, frame_jacobian
 
         model, sim = self.sim.model, self.sim
@@ -206,9 +211,9 @@ class RobotPlant:
         rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
         Jp = J[:3] - rx @ J[3:]
         M = np.array(crba(model, data, q), dtype=float)
-        M = 0.5 * (M + M.T)
-        M[self._voff:, self._voff:] += np.diag(self._armature)
-        dv = np.linalg.solve(M, Jp.T @ np.asarray(impulse_world, dtype=float))
+        Mbb = 0.5 * (M[:6, :6] + M[:6, :6].T)
+        dv = np.zeros(model.nv)
+        dv[:6] = np.linalg.solve(Mbb, Jp[:, :6].T @ np.asarray(impulse_world, dtype=float))
         sim.v[:] += dv
         return dv
 
@@ -227,11 +232,12 @@ class RobotPlant:
         return body, np.asarray(R_link, dtype=float), np.asarray(p_link, dtype=float)
 
     def schedule_pushes(self, pushes) -> None:
-        """Impulses to give at set times of this plant's clock: ``pushes`` is a sequence of
-        ``(t_s, impulse (3,) N s world, link or None)`` (config ``simulation.pushes``)."""
+        """Impulses to give at set times from now (the virtual bus's power-up): ``pushes`` is a
+        sequence of ``(t_s, impulse (3,) N s world, link or None)`` (``simulation.pushes``)."""
         for t_s, impulse, link in pushes:
             self._link_frame(link)                      # an unknown link fails now, not mid-run
-            self._pushes.append((int(round(float(t_s) * 1e9)), np.asarray(impulse, dtype=float), link))
+            self._pushes.append((self.time_ns + int(round(float(t_s) * 1e9)),
+                                 np.asarray(impulse, dtype=float), link))
         self._pushes.sort(key=lambda p: p[0])
 
     def set_state(self, position, velocity=None) -> None:
@@ -266,7 +272,7 @@ class RobotPlant:
             floating = self.sim.model.floating_base
             if floating:
                 self._vw_prev[:] = self._base_velocity_world()
-            end_ns = self.time_ns + k * self._h_ns
+            start_ns, end_ns = self.time_ns, self.time_ns + k * self._h_ns
             while self._pushes and self._pushes[0][0] <= end_ns:
                 # a push falls in this interval: step up to it, give it, go on
                 t_ns, impulse, link = self._pushes.pop(0)
@@ -276,7 +282,7 @@ class RobotPlant:
                     self.time_ns += before * self._h_ns
                     k -= before
                 dv = self.apply_impulse(impulse, link)
-                self.pushes_done.append((self.time_ns * 1e-9, dv))
+                self.pushes_done.append((self.time_ns * 1e-9, dv))     # plant clock
             if k:
                 self.sim.step(self._goal, self._on, n_steps=k)
             self.time_ns = end_ns
@@ -286,7 +292,7 @@ class RobotPlant:
                 self.sim.v[:6] = 0.0
                 self._vw_prev[:] = 0.0
             if floating:
-                self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / (k * self._h_ns * 1e-9)
+                self.base_acc_world[:] = (self._base_velocity_world() - self._vw_prev) / ((end_ns - start_ns) * 1e-9)
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]
@@ -333,8 +339,6 @@ def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
     else:
         name = config.source or config.robot
     plant = RobotPlant.for_config(config)
-    if config.simulation.pushes and plant.sim.model.floating_base:
-        plant.schedule_pushes([(p.t_s, p.impulse, p.link) for p in config.simulation.pushes])
     held_s = config.simulation.held_s
     if plant.sim.model.floating_base and held_s > 0:
         plant.hold_base(held_s)
@@ -342,6 +346,9 @@ def make_plant(servos, robot: str | None = None, config=None) -> RobotPlant:
         n = plant.n
         pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
         plant.step(SETTLE_S, pos.copy(), np.zeros(n, dtype=bool), pos, vel, tau)
+    if config.simulation.pushes and plant.sim.model.floating_base:
+        # from power-up as the bus serves it (after the settling above)
+        plant.schedule_pushes([(p.t_s, p.impulse, p.link) for p in config.simulation.pushes])
     if plant.n != len(servos):
         raise ValueError(f"{name}: the robot drives {plant.n} joints, the bus has {len(servos)} servos")
     return plant

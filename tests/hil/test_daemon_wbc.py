@@ -1,5 +1,6 @@
-"""``wbc`` in the daemon, lockstep against the virtual bus with the quadruped on the contact
-simulator (compliant ground): startup stands it up, then whole-body control holds it.
+"""``wbc`` in the daemon, lockstep against the virtual bus with the quadruped and the humanoid
+on the contact simulator (compliant ground): startup stands them up, then whole-body control
+holds them, also through a push given by the bus's simulator (``simulation.pushes``).
 
 The base state is the estimate stage's (IMU on the bus + leg kinematics, h-est);
 the torques reach the XM430s, which are in position mode, as goal offsets
@@ -14,19 +15,22 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from servoloop.controller.config import ControllerConfig, builtin_config
+from servoloop.controller.config import ControllerConfig, PushConfig, builtin_config
 from servoloop.controller.daemon import Daemon
 from servoloop.controller.runtime import make_lockstep
 
 pytestmark = pytest.mark.hil
 
 
-def run_daemon(cfg, run_s):
-    """Run the daemon; sample the simulated robot every 50 ms of the run state."""
+def run_daemon(cfg, run_s, plants=None):
+    """Run the daemon; sample the simulated robot every 50 ms of the run state (the plant
+    appended to ``plants`` if given)."""
     lock = make_lockstep(cfg)
     samples = []
     try:
         sim = lock.virtual.engine.plant.sim
+        if plants is not None:
+            plants.append(lock.virtual.engine.plant)
         advance = lock.clock.on_advance
         t_run = lock.virtual.time_s + cfg.startup.ramp_s
         nxt = [t_run]
@@ -75,6 +79,53 @@ def test_trot_walks_the_quadruped_forward_through_the_virtual_bus():
     assert x[-1] - x[0] > 0.4                         # it trots forward
     assert abs(s[-1, 1]) < 0.2                        # roughly straight
     assert z.min() > 0.18 and tilt.max() < 15.0       # and never falls
+
+
+def _tilt_rad(rpy) -> float:
+    return math.hypot(rpy[0], rpy[1])
+
+
+def test_the_humanoid_stands_with_wbc_its_default_on_the_imu_estimate():
+    """The built-in humanoid (18 AX-18A on Protocol 1.0, OpenCR IMU on 2.0, 200 Hz): held
+    upright at power-up, then wbc alone keeps it standing for 5 s on the estimate."""
+    cfg = builtin_config("humanoid")
+    assert cfg.controller.name == "wbc" and cfg.simulation.held_s > 0
+    plants = []
+    summary, s, status, mass = run_daemon(cfg, 5.0, plants)
+    assert summary["state"] == "done", summary["faults"]
+    assert status["running"] and status["estimated_base"] and status["id_failures"] == 0
+    assert len(s) > 90
+    assert s[:, 2].min() > 0.2 and s[:, 3].max() < 3.0                # upright all along
+    est, true = summary["estimate"], plants[0].base_state()     # run --json's `simulation`
+    assert true["base_position_in_world"][2] == pytest.approx(0.205, abs=0.004)   # nominal height
+    assert _tilt_rad(true["base_rpy"]) < 0.02
+    # the IMU + leg-kinematics estimate agrees with the simulator
+    assert np.allclose(est["base_position_in_world"], true["base_position_in_world"], atol=0.005)
+    assert np.allclose(est["base_rpy"][:2], true["base_rpy"][:2], atol=0.01)
+    assert s[-10:, 4].mean() == pytest.approx(mass * 9.81, rel=0.05)   # on its feet, not held
+
+
+@pytest.mark.parametrize("controller", ["wbc", "hold"])
+def test_a_push_through_the_virtual_bus_does_not_topple_the_humanoid(controller):
+    """0.3 N s at the pelvis (the in-process test's push), given by the bus's simulator at
+    t = 2.5 s (1.5 s into the run), 5 s of run: wbc, and hold as the honest baseline."""
+    cfg = builtin_config("humanoid")
+    cfg = replace(cfg, simulation=replace(cfg.simulation, pushes=(PushConfig(2.5, (0.3, 0.0, 0.0)),)))
+    if controller != "wbc":
+        cfg = replace(cfg, controller=ControllerConfig(name=controller, params={}))
+    plants = []
+    summary, s, _, _ = run_daemon(cfg, 5.0, plants)
+    assert summary["state"] == "done", summary["faults"]
+    (t_push, dv), = plants[0].pushes_done
+    assert dv[:3] @ dv[:3] > 0.1 ** 2                  # 0.3 N s on 1.7 kg (locked joints)
+    t = cfg.startup.ramp_s + 0.05 * np.arange(len(s))  # bus time of the samples (approx.)
+    after = s[t > 2.5]
+    assert after[:, 3].max() > 1.0                     # the push did tip it
+    assert after[:, 2].min() > 0.19 and after[:, 3].max() < 20.0     # and it did not fall
+    assert s[-1, 3] < 3.0                              # upright again at the end
+    true = plants[0].base_state()                      # run --json's `simulation` block
+    assert true["base_position_in_world"][2] == pytest.approx(0.205, abs=0.005)
+    assert _tilt_rad(true["base_rpy"]) < 0.05
 
 
 def _doc_examples(fence: str) -> list[tuple[str, dict]]:

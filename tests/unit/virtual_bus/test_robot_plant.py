@@ -123,8 +123,14 @@ def test_the_powered_off_humanoid_lies_on_the_floor_not_through_it():
     from servoloop.virtual_bus.robot_plant import make_plant
     from servoloop.virtual_bus.spec import robot_servos
 
+    from dataclasses import replace
+
+    from servoloop.virtual_bus.spec import robot_config
+
+    cfg = robot_config("humanoid")                # not held at power-up (the shipped one is)
+    cfg = replace(cfg, simulation=replace(cfg.simulation, held_s=0.0))
     servos, _ = robot_servos("humanoid")
-    plant = make_plant(servos, "humanoid")        # settled 2 s with torque off
+    plant = make_plant(servos, None, cfg)         # settled 2 s with torque off
     sim = plant.sim
     assert sim.q[2] > 0.02                                    # the pelvis rests above the floor
     assert -sim._lowest_height(sim.q) > -0.005                # nothing sinks more than 5 mm
@@ -151,3 +157,62 @@ def test_a_held_humanoid_starts_upright_and_is_let_go():
     assert plant.sim.q[:7] == pytest.approx(q0) and np.all(plant.sim.v[:6] == 0.0)
     plant.step(0.6, np.zeros(n), np.zeros(n, dtype=bool), pos, vel, tau)     # let go, torque off
     assert plant.sim.q[2] < q0[2] - 0.02                                     # it drops
+
+
+def _held_humanoid(held_s=5.0, pushes=()):
+    from dataclasses import replace
+
+    from servoloop.controller.config import PushConfig
+    from servoloop.virtual_bus.robot_plant import make_plant
+    from servoloop.virtual_bus.spec import robot_config, robot_servos
+
+    cfg = robot_config("humanoid")
+    pushes = tuple(PushConfig(*p) for p in pushes)
+    cfg = replace(cfg, simulation=replace(cfg.simulation, held_s=held_s, pushes=pushes))
+    servos, _ = robot_servos("humanoid")
+    return make_plant(servos, None, cfg)
+
+
+@pytest.mark.parametrize("link", [None, "l_foot", "r_forearm"])
+def test_an_impulse_changes_the_robots_momentum_by_itself_joints_locked(link):
+    """``apply_impulse``: m dv_com = p (the world-frame impulse), at any link; joints do not jump."""
+    from servoloop import core_cy
+
+    plant = _held_humanoid(held_s=0.0)
+    sim = plant.sim
+    sim.v[:] = 0.0
+    model, data = sim.model, core_cy.Data(sim.model)
+    q = np.array(sim.q)
+    _, Jc = core_cy.center_of_mass(model, data, q, jacobian=True)
+    Jc = np.array(Jc)
+    p = np.array([0.3, -0.1, 0.05])
+    dv = plant.apply_impulse(p, link)
+    assert np.all(dv[6:] == 0.0) and np.all(np.asarray(sim.v[6:]) == 0.0)
+    assert model.total_mass * (Jc @ dv) == pytest.approx(p, abs=1e-9)
+    if link is not None:        # off the base origin, the same shove also turns the robot
+        assert np.linalg.norm(dv[3:6]) > 1e-3
+
+
+def test_scheduled_pushes_are_given_at_their_time_of_the_plant_clock():
+    plant = _held_humanoid(held_s=0.0, pushes=[(0.0125, (0.3, 0.0, 0.0)), (0.02, (0.0, 0.2, 0.0), "l_foot")])
+    n = plant.n
+    pos, vel, tau = np.zeros(n), np.zeros(n), np.zeros(n)
+    goal = np.array(plant.sim.q[7:])[plant._idx]
+    t0 = plant.time_ns * 1e-9                          # powered up after settling lying down
+    plant.step(0.01, goal, np.ones(n, dtype=bool), pos, vel, tau)
+    assert plant.pushes_done == []                     # not yet
+    plant.step(0.005, goal, np.ones(n, dtype=bool), pos, vel, tau)   # 10-15 ms: the first
+    assert len(plant.pushes_done) == 1
+    t, dv = plant.pushes_done[0]
+    assert t - t0 == pytest.approx(0.012, abs=1e-9)    # mid-step, on the simulator's 1 ms grid
+    assert np.linalg.norm(dv[:3]) > 0.1               # 0.3 N s on 1.7 kg: ~0.18 m/s
+    assert plant.time_ns * 1e-9 - t0 == pytest.approx(0.015, abs=1e-12)   # the step ends where it should
+    plant.step(0.01, goal, np.ones(n, dtype=bool), pos, vel, tau)
+    assert [round(t - t0, 4) for t, _ in plant.pushes_done] == [0.012, 0.02]
+    assert np.all(np.isfinite(plant.base_acc_world))   # a push at a step's edge divides by the step
+
+
+def test_a_push_on_an_unknown_link_is_refused_naming_it():
+    plant = _held_humanoid(held_s=0.0)
+    with pytest.raises(ValueError, match="'l_hand'.*links: "):
+        plant.schedule_pushes([(1.0, (0.1, 0.0, 0.0), "l_hand")])
