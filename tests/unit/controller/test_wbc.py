@@ -127,7 +127,7 @@ def test_trot_does_not_fall_at_infinite_friction(mode):
 def test_humanoid_wbc_stands_and_rejects_a_push_through_position_servo_offsets():
     # AX-18A position servos: the torque reaches the joint as a goal offset (seed 000's
     # law inverted), at the humanoid's 200 Hz loop
-    pose = builtin_config("humanoid").controller.params["pose"]      # knees bent
+    pose = dict(builtin_config("humanoid").startup.via[-1])      # knees bent
     rig = Rig("humanoid", "wbc", {"posture": pose}, sim=SimConfig(mode="rigid", dt=1e-3),
               drive="offset", servo="AX-18A")
     rig.run(1.0)
@@ -142,7 +142,7 @@ def test_humanoid_wbc_stands_and_rejects_a_push_through_position_servo_offsets()
 
 def test_default_feet_are_the_lowest_links_with_contact_geometry():
     ctx = ControllerContext.from_config(builtin_config("humanoid"))
-    ctrl = make_controller("wbc", ctx, {"posture": builtin_config("humanoid").controller.params["pose"]})
+    ctrl = make_controller("wbc", ctx, {"posture": dict(builtin_config("humanoid").startup.via[-1])})
     assert [f.link for f in ctrl.robot.feet] == ["l_foot", "r_foot"]
     ctx = ControllerContext.from_config(builtin_config("quadruped"))
     ctrl = make_controller("trot", ctx)
