@@ -120,12 +120,10 @@ def test_virtual_bus_robot_powers_up_lying_at_rest():
 def test_the_powered_off_humanoid_lies_on_the_floor_not_through_it():
     # every link the ground can touch has collision geometry (was: the soles only, and the
     # powered-off humanoid sank to pelvis z = -0.21 m, upside down)
-    from servoloop.virtual_bus.robot_plant import make_plant
-    from servoloop.virtual_bus.spec import robot_servos
-
     from dataclasses import replace
 
-    from servoloop.virtual_bus.spec import robot_config
+    from servoloop.virtual_bus.robot_plant import make_plant
+    from servoloop.virtual_bus.spec import robot_config, robot_servos
 
     cfg = robot_config("humanoid")                # not held at power-up (the shipped one is)
     cfg = replace(cfg, simulation=replace(cfg.simulation, held_s=0.0))
