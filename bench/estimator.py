@@ -32,7 +32,9 @@ def _estimator(name: str):
     from servoloop.controller.controllers import BaseState
 
     cfg = builtin_config(name)
-    pose = cfg.controller.params.get("pose", {})
+    from servoloop.controller.simulation_config import standing_pose
+
+    pose = standing_pose(cfg)
     q = np.array([float(pose.get(j, 0.0)) for j in cfg.joint_names])
     be = BaseEstimator(cfg, BaseState(), q, np.zeros(cfg.n), 1.0 / cfg.loop.rate_hz)
     be.bind(np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3))

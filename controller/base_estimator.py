@@ -67,8 +67,9 @@ def _link_names(urdf) -> list[str]:
 def default_feet(cfg, model, data) -> tuple[str, ...]:
     """The links that carry contact geometry and are lowest in the config's pose (within 2 cm).
 
-    The pose is the controller's ``pose`` parameter (zeros for joints it leaves out): the
-    standing pose of the built-in robots, where the feet are the lowest links.
+    The pose is the config's standing pose (:func:`controller.simulation_config.standing_pose`:
+    the controller's ``pose`` or ``posture``, else the last ``startup.via``; zeros for joints
+    it leaves out), where the feet are the lowest links.
     """
     from servoloop.core_cy.dynamics import forward_kinematics
 
@@ -76,7 +77,9 @@ def default_feet(cfg, model, data) -> tuple[str, ...]:
     root = _link_names(urdf)[0]
     pts = _contact_points(urdf, cfg, None)
     q = model.neutral()
-    pose = cfg.controller.params.get("pose") or {}
+    from servoloop.controller.simulation_config import standing_pose
+
+    pose = standing_pose(cfg)
     names = list(model.joint_names)
     for j, val in (pose.items() if isinstance(pose, dict) else ()):
         if j in names:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ContactConfig", "PushConfig", "SimulationConfig", "check_pushes"]
+__all__ = ["ContactConfig", "PushConfig", "SimulationConfig", "check_pushes", "standing_pose"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,15 @@ def _urdf_links(path) -> set[str] | None:
         return {e.get("name") for e in ET.parse(path).getroot().iter("link")}
     except (OSError, ET.ParseError):
         return None
+
+
+def standing_pose(cfg) -> dict:
+    """The robot's standing pose ({joint: rad}) as its config gives it: the controller's
+    ``pose`` (``hold``) or ``posture`` (``wbc``), else the last ``startup.via`` pose, else {}
+    (all zero).  Where the simulator places a robot at power-up and where the estimator
+    looks for the feet."""
+    params = cfg.controller.params or {}
+    for key in ("pose", "posture"):
+        if isinstance(params.get(key), dict):
+            return params[key]
+    return dict(cfg.startup.via[-1]) if cfg.startup.via else {}

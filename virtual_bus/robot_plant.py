@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from servoloop.controller.simulation_config import standing_pose
 from servoloop.core_cy.dynamics._dynamics import Model
 from servoloop.core_cy.sim.model import (
     ContactPoints,
@@ -32,7 +33,7 @@ from servoloop.core_cy.sim.model import (
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["RobotPlant", "SETTLE_S", "make_plant", "placement_pose"]
+__all__ = ["RobotPlant", "SETTLE_S", "make_plant"]
 
 class RobotPlant:
     """The simulator as a virtual-bus plant.
@@ -89,7 +90,7 @@ class RobotPlant:
         Contact geometry: the URDF's collision spheres, boxes and cylinders
         plus the config's ``simulation.contacts``; each joint gets the model
         of the servo that drives it; ``pose`` (dict joint -> rad, default
-        :func:`placement_pose`) is where it is placed.
+        :func:`controller.simulation_config.standing_pose`) is where it is placed.
         Raises ValueError naming the file when the config has no URDF or the
         robot has nothing to touch the ground with.
         """
@@ -120,7 +121,7 @@ class RobotPlant:
                 if j in by_joint else config.servo for j in model.actuated_joint_names))
         sim = Simulator(model, points, config)
         if pose is None:
-            pose = placement_pose(cfg)
+            pose = standing_pose(cfg)
         plant = cls(sim, joints)
         q = np.zeros(sim.n_joints)
         names = list(model.actuated_joint_names)
@@ -296,16 +297,6 @@ class RobotPlant:
         out_position[:] = self.sim.q[self._off:][self._idx]
         out_velocity[:] = self.sim.v[self._voff:][self._idx]
         out_torque[:] = self.sim.joint_torques[self._idx]
-
-
-def placement_pose(cfg) -> dict:
-    """Where a robot is placed at power-up ({joint: rad}): the controller's ``pose`` (``hold``)
-    or ``posture`` (``wbc``), else the last ``startup.via`` pose, else {} (all zero)."""
-    params = cfg.controller.params or {}
-    for key in ("pose", "posture"):
-        if isinstance(params.get(key), dict):
-            return params[key]
-    return dict(cfg.startup.via[-1]) if cfg.startup.via else {}
 
 
 # Simulated time a powered-off floating robot is left to settle before the

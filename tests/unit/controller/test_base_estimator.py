@@ -6,11 +6,12 @@ import pytest
 from servoloop.controller.base_estimator import BaseEstimator
 from servoloop.controller.config import builtin_config
 from servoloop.controller.controllers import BaseState
+from servoloop.controller.simulation_config import standing_pose
 
 
 def _make(name="quadruped", lift=None):
     cfg = builtin_config(name)
-    pose = dict(cfg.controller.params["pose"])
+    pose = dict(standing_pose(cfg))
     if lift:
         pose.update(lift)
     q = np.array([pose.get(j, 0.0) for j in cfg.joint_names])

@@ -127,7 +127,7 @@ def test_trot_does_not_fall_at_infinite_friction(mode):
 def test_humanoid_wbc_stands_and_rejects_a_push_through_position_servo_offsets():
     # AX-18A position servos: the torque reaches the joint as a goal offset (seed 000's
     # law inverted), at the humanoid's 200 Hz loop
-    pose = dict(builtin_config("humanoid").startup.via[-1])      # knees bent
+    pose = builtin_config("humanoid").startup.via[-1]      # knees bent
     rig = Rig("humanoid", "wbc", {"posture": pose}, sim=SimConfig(mode="rigid", dt=1e-3),
               drive="offset", servo="AX-18A")
     rig.run(1.0)
@@ -142,7 +142,7 @@ def test_humanoid_wbc_stands_and_rejects_a_push_through_position_servo_offsets()
 
 def test_default_feet_are_the_lowest_links_with_contact_geometry():
     ctx = ControllerContext.from_config(builtin_config("humanoid"))
-    ctrl = make_controller("wbc", ctx, {"posture": dict(builtin_config("humanoid").startup.via[-1])})
+    ctrl = make_controller("wbc", ctx, {"posture": builtin_config("humanoid").startup.via[-1]})
     assert [f.link for f in ctrl.robot.feet] == ["l_foot", "r_foot"]
     ctx = ControllerContext.from_config(builtin_config("quadruped"))
     ctrl = make_controller("trot", ctx)
@@ -156,6 +156,7 @@ def test_default_feet_are_the_lowest_links_with_contact_geometry():
     ({"feet": ["base_link"]}, "wbc.feet"),
     ({"base_kp": -3}, "wbc.base_kp"),
     ({"speed": 1}, "unknown parameter 'speed'"),
+    ({"position_servo": "stiff"}, "wbc.position_servo: 'stiff'; choose one of torque, impedance"),
 ])
 def test_bad_wbc_params_name_the_key(params, match):
     ctx = ControllerContext.from_config(builtin_config("quadruped"))
@@ -183,3 +184,60 @@ def test_fixed_base_robot_is_refused():
     ctx = ControllerContext.from_config(builtin_config("arm"))
     with pytest.raises(ControllerParamError, match="fixed base"):
         make_controller("wbc", ctx)
+
+
+def _humanoid_ctx(via=True):
+    from dataclasses import replace
+
+    cfg = builtin_config("humanoid")
+    pose = dict(cfg.startup.via[-1])
+    if not via:
+        cfg = replace(cfg, startup=replace(cfg.startup, via=()))
+    return ControllerContext.from_config(cfg), pose
+
+
+def test_default_posture_is_the_startup_pose_else_the_measured_one_never_straight_legs():
+    # the limit fault of issue 11: with no posture and no startup.via the default was all
+    # zeros, straight legs (knee at its stop), and a held crouched humanoid buckled its knees
+    ctx, pose = _humanoid_ctx(via=True)
+    standing = np.array([pose[j] for j in ctx.joint_names])
+    ctrl = make_controller("wbc", ctx, {})
+    state = JointState.zeros(ctx.n)                     # whatever it reads: the via pose wins
+    ctrl.start(state)
+    np.testing.assert_allclose(ctrl.posture, standing)
+    ctx, _ = _humanoid_ctx(via=False)
+    ctrl = make_controller("wbc", ctx, {})
+    state = JointState.zeros(ctx.n)
+    state.position[:] = standing
+    state.position[0] = np.nan                          # a failed read: not into the posture
+    ctrl.start(state)
+    assert ctrl.posture[ctx.joint_names.index("l_knee")] == pytest.approx(0.8)
+    assert ctrl.posture[0] == 0.0
+    assert np.all(ctrl.posture >= ctx.lower) and np.all(ctrl.posture <= ctx.upper)
+
+
+@pytest.mark.parametrize("mode", ["torque", "impedance"])
+def test_position_servo_goal_is_based_on_the_measured_position_or_the_posture(mode):
+    ctx, pose = _humanoid_ctx()
+    ctrl = make_controller("wbc", ctx, {"position_servo": mode})
+    state = JointState.zeros(ctx.n)
+    state.position[:] = [pose[j] + 0.01 for j in ctx.joint_names]   # 10 mrad off the posture
+    state.velocity[:] = 0.2
+    cmd = Command.zeros(ctx.n)
+    ctrl.start(state)
+    ctrl.update(0.0, state, cmd)                        # startup: the posture, no torque
+    np.testing.assert_allclose(cmd.position, ctrl.posture)
+    model = ctrl.robot.model
+    q = model.neutral().copy()
+    q[2] = 0.205
+    q[7 + ctrl.robot.idx] = state.position
+    ctrl.begin_run(q, None)
+    ctrl.update(0.005, state, cmd)
+    kp = ctrl._servo_models("kp_nm_per_rad")
+    kd = ctrl._servo_models("kd_nm_s_per_rad")
+    assert np.abs(cmd.effort).max() > 0.01
+    if mode == "torque":       # the servo delivers tau: its own stiffness and damping cancelled
+        want = state.position + (kd / kp) * state.velocity + cmd.effort / kp
+    else:                      # the servo keeps its stiffness about the posture; tau on top
+        want = ctrl.posture + cmd.effort / kp
+    np.testing.assert_allclose(cmd.position, want, atol=1e-12)

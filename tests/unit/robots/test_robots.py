@@ -78,6 +78,11 @@ def actuated_names(model) -> list[str]:
     return [n for n in model.names[1:] if n != "root_joint"]
 
 
+def standing_pose_of(cfg: dict) -> dict:
+    """The standing pose of a config (YAML dict): hold's ``pose``, else the last startup.via."""
+    return cfg["controller"].get("params", {}).get("pose") or cfg["startup"]["via"][-1]
+
+
 def load_config(name: str) -> dict:
     with open(robots.config_path(name)) as f:
         return yaml.safe_load(f)
@@ -184,7 +189,8 @@ def test_config_follows_the_contract_and_the_urdf(name):
     assert cfg["bus"]["port"] is None
     assert (cfg["bus"]["protocol"], cfg["bus"]["baud"]) == BUS[name]
     assert cfg["loop"]["rate_hz"] == RATE[name]
-    assert cfg["controller"]["name"] == "hold"
+    # the humanoid balances with wbc by default (issue 11); the others hold their pose
+    assert cfg["controller"]["name"] == ("wbc" if name == "humanoid" else "hold")
 
     model = load_model(name)
     servos = cfg["servos"]
@@ -202,7 +208,7 @@ def test_config_follows_the_contract_and_the_urdf(name):
 @pytest.mark.parametrize("name", ["quadruped", "humanoid"])
 def test_standing_pose_is_inside_the_servo_limits(name):
     cfg = load_config(name)
-    pose = cfg["controller"]["params"]["pose"]
+    pose = standing_pose_of(cfg)
     limits = {s["joint"]: (s["min"], s["max"]) for s in cfg["servos"]}
     assert set(pose) == set(limits)
     for joint, value in pose.items():
@@ -242,7 +248,7 @@ def test_quadruped_feet_have_sphere_collisions():
 def test_humanoid_standing_pose_puts_the_soles_flat_and_level():
     model = load_model("humanoid")
     data = model.createData()
-    pose = load_config("humanoid")["controller"]["params"]["pose"]
+    pose = standing_pose_of(load_config("humanoid"))
     pin.framesForwardKinematics(model, data, joint_q(model, pin.neutral(model), pose))
     feet = [data.oMf[model.getFrameId(f"{side}_foot")] for side in "lr"]
     assert abs(feet[0].translation[2] - feet[1].translation[2]) < 1e-3
