@@ -23,6 +23,8 @@ from them when the run begins)
 - ``double_support``: fraction of a step with both feet down (default 0.2);
 - ``model``: ``lip`` (default) or a learned ROM (its step is solved when the
   controller is made: seconds);
+- at loops slower than 500 Hz the ``wbc`` defaults ``torque_filter_hz`` 15,
+  ``base_kd`` 40 and ``rot_kd`` 40 (the humanoid config's tuning for ``wbc``);
 - ``crouch``: without ``posture``, how far the hips stand below straight legs, as a
   fraction of the leg (default 0.07: a walk needs bent knees).
 """
@@ -40,6 +42,8 @@ __all__ = ["WalkController"]
 #: walk parameter -> (lowest, highest) accepted
 WALK_RANGES = {"speed_mps": (0.0, 0.3), "step_s": (0.15, 1.5), "step_height": (0.0, 0.05),
                "steps": (1, 200), "double_support": (0.0, 0.6), "crouch": (0.0, 0.3)}
+#: wbc parameters a walk defaults to at loops slower than 500 Hz
+SLOW_LOOP_DEFAULTS = {"torque_filter_hz": 15.0, "base_kd": 40.0, "rot_kd": 40.0}
 DEFAULTS = {"speed_mps": 0.12, "step_s": 0.32, "step_height": 0.012, "steps": 10,
             "double_support": 0.2, "crouch": 0.07}
 
@@ -49,6 +53,11 @@ class WalkController(WbcController):
     param_keys = WbcController.param_keys + tuple(WALK_RANGES) + ("model",)
 
     def __init__(self, ctx, params=None, robot=None):
+        if ctx.dt > 2e-3:
+            # slow loops (the AX-18A humanoid's 200 Hz): the humanoid config's wbc tuning,
+            # which a walk through the daemon needs as well (without it the walk rocks
+            # sideways on the estimate and falls at the 3rd step)
+            params = {**SLOW_LOOP_DEFAULTS, **(params or {})}
         super().__init__(ctx, params, robot)
         if len(self.robot.feet) != 2:
             raise ControllerParamError(f"walk: a biped walks on 2 feet; this robot's feet are "
