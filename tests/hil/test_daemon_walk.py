@@ -1,6 +1,7 @@
 """``walk`` in the daemon, lockstep against the virtual bus: the built-in humanoid (AX-18A,
 200 Hz, compliant ground, IMU estimate) walks 10 steps with its default params, as
-``servoloop run --robot humanoid --controller walk --lockstep``, then stands."""
+``servoloop run --robot humanoid --controller walk --lockstep``, then stands; and with the
+learned reduced-order model (``model: builtin:five_link_4d``)."""
 
 from __future__ import annotations
 
@@ -43,11 +44,15 @@ def _run(cfg, run_s):
     return summary, np.array(samples), status
 
 
-def test_the_humanoid_walks_ten_steps_through_the_virtual_bus():
+@pytest.mark.parametrize("model", ["lip", "builtin:five_link_4d"])
+def test_the_humanoid_walks_ten_steps_through_the_virtual_bus(model):
     from servoloop.controller.wholebody.lip import WalkTiming
 
+    if model != "lip":
+        pytest.importorskip("casadi")
+    params = {} if model == "lip" else {"model": model}       # {}: as --controller walk
     cfg = builtin_config("humanoid")
-    cfg = replace(cfg, controller=ControllerConfig(name="walk", params={}))   # --controller walk
+    cfg = replace(cfg, controller=ControllerConfig(name="walk", params=params))
     plan = WalkTiming()                        # the defaults: 10 steps of 0.32 s
     summary, s, status = _run(cfg, plan.duration + 1.5)
     assert summary["state"] == "done", summary["faults"]
