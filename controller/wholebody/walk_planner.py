@@ -4,11 +4,11 @@ The plan is made once when the run begins (:mod:`controller.wholebody.lip`):
 footholds, the ZMP reference and the CoM from the LIP, in the walk frame
 (x along the heading, origin between the feet).  With a learned reduced-order
 model (``rom``, :class:`locomotion.humanoid_rom.RomStep`) the sagittal CoM
-of the steady steps (all but the first and the last two... see below) is the
-learned model's step instead: the CoM relative to the stance foot and its
-height wave, Froude-scaled from the five-link biped; it is blended in over
-the second step and out over the one before last (the first and last steps
-start and stop from rest, which the periodic step does not).  Lateral: LIP.
+of the steps in between is the learned model's step instead: the CoM
+relative to the stance foot and its height wave, Froude-scaled from the
+five-link biped; it is blended in over the second step and out over the one
+before last, and the first and last steps keep the LIP's (they start and
+stop from rest, which the periodic step does not).  Lateral: LIP.
 
 Each tick: the base reference is the CoM reference plus the base-CoM offset
 found standing (the legs are light: their swing moves the CoM against the
