@@ -42,7 +42,7 @@ def run_daemon(cfg, run_s, plants=None):
                 q = sim.q
                 tilt = math.degrees(2 * math.asin(min(1.0, math.hypot(q[3], q[4]))))
                 samples.append((float(q[0]), float(q[1]), float(q[2]), tilt,
-                                float(sim.contact_forces[:, 2].sum())))
+                                float(sim.contact_forces[:, 2].sum()), lock.virtual.time_s))
 
         lock.clock.on_advance = on_advance
         daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
@@ -118,14 +118,32 @@ def test_a_push_through_the_virtual_bus_does_not_topple_the_humanoid(controller)
     assert summary["state"] == "done", summary["faults"]
     (t_push, dv), = plants[0].pushes_done
     assert dv[:3] @ dv[:3] > 0.1 ** 2                  # 0.3 N s on 1.7 kg (locked joints)
-    t = cfg.startup.ramp_s + 0.05 * np.arange(len(s))  # bus time of the samples (approx.)
-    after = s[t > 2.5]
+    assert t_push == pytest.approx(2.5, abs=1e-3)        # held, not settled: plant clock = bus clock
+    after = s[s[:, 5] > 2.5]                           # bus time of the samples
     assert after[:, 3].max() > 1.0                     # the push did tip it
     assert after[:, 2].min() > 0.19 and after[:, 3].max() < 20.0     # and it did not fall
     assert s[-1, 3] < 3.0                              # upright again at the end
     true = plants[0].base_state()                      # run --json's `simulation` block
     assert true["base_position_in_world"][2] == pytest.approx(0.205, abs=0.005)
     assert _tilt_rad(true["base_rpy"]) < 0.05
+
+
+def test_wbc_holds_the_quadruped_through_a_push_given_by_the_bus():
+    """2 N s from behind at the trunk (0.8 m/s on 2.45 kg) during the run: wbc keeps it on
+    its feet and brings it back level, near where it stood (hold: 9.4 deg, wbc: 6.5 deg)."""
+    cfg = builtin_config("quadruped")
+    cfg = replace(cfg, controller=ControllerConfig(name="wbc", params={}),
+                  simulation=replace(cfg.simulation, pushes=(PushConfig(6.5, (2.0, 0.0, 0.0)),)))
+    plants = []
+    summary, s, status, _ = run_daemon(cfg, 3.0, plants)
+    assert summary["state"] == "done", summary["faults"]
+    assert status["id_failures"] == 0 and len(plants[0].pushes_done) == 1
+    before, after = s[s[:, 5] < 6.5], s[s[:, 5] > 6.5]
+    assert len(before) > 5 and len(after) > 20         # pushed while running
+    assert after[:, 3].max() > 2.0                     # it was tipped
+    assert after[:, 2].min() > 0.2 and after[:, 3].max() < 15.0       # not down
+    assert after[-1, 3] < 2.0 and np.ptp(after[-10:, 2]) < 0.003     # level and settled again
+    assert np.hypot(*(after[-1, :2] - before[-1, :2])) < 0.05         # near where it stood
 
 
 def _doc_examples(fence: str) -> list[tuple[str, dict]]:
