@@ -34,6 +34,9 @@ def test_walk_lip_ten_steps_then_stands():
     last = log[log[:, 0] > log[-1, 0] - 0.5]
     assert np.ptp(last[:, 1]) < 0.005      # standing still at the end
     assert r["run"].ctrl.status()["walking"] is False
+    # the leg odometry over the planned stance feet followed the true base over the walk
+    odo, true = r["run"].ctrl.odometry.base.position, r["run"].plant.q[:3]
+    assert np.abs(odo - true).max() < 0.02
 
 
 def test_a9_experiment_walks_ten_steps_with_lip_and_learned_rom(capsys):
