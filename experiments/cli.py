@@ -17,6 +17,8 @@ EXPERIMENTS = {
                 "quadruped trot under 7 controllers, rigid/compliant ground, mu 0.1/inf (Tables 3-5)"),
     "manipulator": ("servoloop.experiments.manipulator_cli",
                     "an arm holding a free box under 5 controllers, box mu 1/inf, on MuJoCo"),
+    "walk_a9": ("servoloop.experiments.walk_a9_cli",
+                "humanoid walk: torque cost per metre, learned reduced-order model vs LIP"),
 }
 
 

@@ -74,9 +74,13 @@ def test_layer_rules(package):
 
 
 def test_only_the_cli_imports_locomotion():
-    """locomotion (casadi, Ray) is a leaf: no package imports it; servoloop/cli.py names it."""
+    """locomotion (casadi, Ray) is a leaf: no package imports it; servoloop/cli.py names it.
+
+    One exception: ``walk`` with a learned model (``model: builtin:five_link_4d``) plans with
+    it, importing it only then (inside functions), so casadi stays an optional extra."""
+    allowed = ("controller/controllers/walk.py",)
     bad = [v for package in PACKAGES if package != "locomotion"
-           for v in _violations(package, ("locomotion",))]
+           for v in _violations(package, ("locomotion",)) if not v.startswith(allowed)]
     assert bad == []
 
 

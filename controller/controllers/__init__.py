@@ -39,6 +39,7 @@ BUILTIN = {
     "gravity_comp": "servoloop.controller.controllers.gravity_comp:GravityCompController",
     "wbc": "servoloop.controller.controllers.wbc:WbcController",
     "trot": "servoloop.controller.controllers.trot:TrotController",
+    "walk": "servoloop.controller.controllers.walk:WalkController",
 }
 _REGISTRY: dict[str, type[Controller]] = {}
 
