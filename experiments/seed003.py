@@ -2,9 +2,13 @@
 
 The built-in quadruped trots (seed 003's gait: cycle 0.3 s, duty 75 %, step
 height 1.5 cm, 20 cm/s forward) on the contact simulator, rigid or compliant
-ground, friction 0.1 or "infinite", its joints torque-driven
-(:class:`experiments.closed_loop.TorquePlant`), with the simulator's true
-base state (the paper's controllers shared the simulator's state too).
+ground, friction 0.1 or infinite, its joints ideal torque sources by default
+(:class:`experiments.closed_loop.TorquePlant`, :func:`_sim_config`), with the
+simulator's true base state (the paper's controllers shared the simulator's
+state too).  Rigid ground is the paper's simulator model: the Anitescu-Potra
+LCP with a 4-direction friction pyramid solved by Lemke
+(``RigidSettings(solver="lemke")``), at a true mu = inf; the compliant law
+needs a finite coefficient and gets ``MU_INF`` for "infinite".
 
 Controllers (the paper's seven):
 
@@ -51,11 +55,26 @@ __all__ = ["CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", 
 CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag2")
 GROUNDS = ("rigid", "compliant")
 MUS = (0.1, math.inf)
-#: the simulator's "infinite" friction: the compliant law needs a finite coefficient, and the
-#: rigid PGS with unbounded friction lets a trotting robot fall where mu = 2 (never reached
-#: by a foot here: |f_t| / f_n stays below 1) does not
+#: "infinite" friction where a finite coefficient is needed: the compliant law (its
+#: regularised Coulomb force is mu f_n) and the Coulomb-model IDs (lcp_mu, qp_mu: Lemke's
+#: tableau needs finite entries).  2 is never reached by a foot here (|f_t| / f_n stays
+#: below 1).  The rigid simulator takes mu = inf as it is (no tangential bound).
 MU_INF = 2.0
 SPEED_MPS = 0.2
+#: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
+#: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
+RIGID_SOLVER = "lemke"
+#: take a swing foot the simulator reports loaded in the second half of its swing as landed
+#: (off: tried, it moved lcp_mu's force error on rigid ground from 1.5 % to 0.9 % at mu 0.1,
+#: but at mu = inf the robot fell within 10 s where without it it does not)
+EARLY_TOUCHDOWN = False
+#: add to the ID's contacts the swing feet the simulator reported loaded last tick: "none",
+#: "liftoff" (first half of the swing), "touchdown" (second half) or "both".  Off: on rigid
+#: mu = inf "both" gave 2.2 % force error (none: 12.3 %) and "liftoff" 9.3 %, but both made
+#: lcp_mu fall within 10 s; at mu 0.1 "liftoff" gave 1.3 % (none: 1.5 %)
+SENSED_CONTACTS = "none"
+#: the plant's joints (see _sim_config)
+ACTUATORS = ("ideal", "xm430")
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0
 
@@ -110,15 +129,36 @@ class Case:
     controller: str
 
 
-def _sim_config(ground: str, mu: float):
+def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
+    """The plant.  ``actuators="ideal"`` (default, the paper's simulator): the joints are
+    ideal torque sources (no gearbox friction, no torque limit, no motor line).
+    ``"xm430"``: the simulator's XM430-W350 in current mode as it is (Coulomb friction
+    0.134 N m, torque clipped at its 4.1 N m stall torque and by its motor line).
+
+    Why ideal: at the trot's touchdowns the rigid ground stops a foot within a tick, and
+    the IDs ask for up to ~35 N m for that tick; clipped at 4.1 N m the simulator's forces
+    differ from the predicted ones (lcp_mu, rigid mu 0.1, 2 s: 12 % force error, 10 points
+    of it on the 3 % of ticks that clip; ideal: 0.7 %).  The XM430's Coulomb friction (a
+    quarter of the mean joint torque) is a torque no controller here models (with it, 20 %)."""
+    from dataclasses import replace
+
     from servoloop.core_cy.contact.laws import ContactLaw
-    from servoloop.core_cy.sim.model import RigidSettings
+    from servoloop.core_cy.sim.model import RigidSettings, simulator_servo_model
     from servoloop.core_cy.sim.simulator import SimConfig
 
-    m = MU_INF if math.isinf(mu) else mu
+    if actuators not in ACTUATORS:
+        raise ValueError(f"seed003 actuators: {actuators!r}; choose one of {', '.join(ACTUATORS)}")
+    servo = simulator_servo_model()
+    if actuators == "ideal":
+        # 1 kN m stall and 1e5 rad/s no-load speed: no limit and a motor line of 0.01 N m s
+        servo = replace(servo, coulomb_nm=0.0, viscous_nm_s_per_rad=0.0, stall_torque_nm=1e3,
+                        no_load_speed_rad_s=1e5)
     if ground == "rigid":
-        return SimConfig(mode="rigid", dt=1e-3, rigid=RigidSettings(mu=m))
-    return SimConfig(mode="compliant", dt=1e-3, law=ContactLaw(mu_static=m, mu_dynamic=m))
+        return SimConfig(mode="rigid", dt=1e-3, servo=servo,
+                         rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
+    m = MU_INF if math.isinf(mu) else mu
+    return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+                     law=ContactLaw(mu_static=m, mu_dynamic=m))
 
 
 class _Reference:
@@ -154,8 +194,15 @@ class _Reference:
         return q[7:]
 
 
-def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict:
-    """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics."""
+def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=None,
+             actuators: str = "ideal") -> dict:
+    """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics.
+
+    actuators : "ideal" (the paper's simulator) or "xm430" (see :func:`_sim_config`)
+    trace : list or None; when given, one dict per tick is appended (``stance`` (feet,)
+        bool of the planner, ``pred`` / ``actual`` (feet,) normal forces [N] or None,
+        ``tau`` (n,) N m) for diagnosing where a prediction misses.
+    """
     from servoloop import core_cy
     from servoloop.experiments.gaits import stand_goals
 
@@ -163,7 +210,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
     robot = WholeBodyRobot.from_urdf(urdf)
     names = list(robot.model.actuated_joint_names)
     q_stand = stand_goals(urdf, joint_names=names)
-    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu), q_stand)
+    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu, actuators), q_stand)
     robot.armature[:] = plant.armature
     dt = plant.dt
     c = case.controller
@@ -187,8 +234,16 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
     lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
     f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
     integ = np.zeros(robot.n)
-    # the simulator's servo gains (a position-mode XM430 holds the stand with them)
-    kp_pid, kd_pid, ki_pid = 20.0, 0.15, 5.0
+    # PID: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
+    # XM430 holds the stand with them), damped as the ID controllers' feedback is (critically,
+    # at each joint's inertia in the standing pose: 0.37-0.60 N m s/rad).  It is 2-5x stiffer
+    # per joint than the IDs' feedback (KP_ID times the joint's inertia: 4-11 N m/rad); a PID
+    # with the IDs' gains fell within 2 s (no model holds the weight; the paper's PID also had
+    # task-space and inverted-pendulum balance terms), and one with the servo's own damping
+    # (0.15, damping ratio ~0.25) fell on 3 of the 4 terrains with ideal joints
+    kp_pid, ki_pid = 20.0, 5.0
+    M0 = np.array(core_cy.crba(robot.model, core_cy.Data(robot.model), plant.q), dtype=float)
+    kd_pid = 2.0 * np.sqrt(kp_pid * (np.diag(M0)[6:] + robot.armature))
     qdd_buf = np.zeros(robot.model.nv)
 
     def joint_qdd(q_ref, dq_ref, qj, vj):
@@ -202,21 +257,49 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
     n_used = 0
     fell = 0
     q_ref_prev = None
+    prev_targets = None
     foot_rows = np.cumsum([0] + [len(f.points) for f in robot.feet])
     robot.kinematics(plant.q)
     anchor = np.array([robot.foot_position(f) for f in robot.feet])
     was_stance = np.ones(len(robot.feet), dtype=bool)
+    landed = np.zeros(len(robot.feet), dtype=bool)
     tau_max = np.array([s.stall_torque_at_supply_nm for s in plant.sim.config.servos(robot.na)])
     for k in range(n_steps):
         q, v = plant.q.copy(), plant.v.copy()
         tg = planner.update(k * dt, q, v)
         robot.kinematics(q)
+        stance = tg.stance.copy()
+        u_sw = planner.gait.swing_progress(k * dt - planner.stand_time) if k * dt >= \
+            planner.stand_time else np.full(len(robot.feet), -1.0)
+        sensed = np.array([f_hist[-1][foot_rows[j]:foot_rows[j + 1], 2].sum() > 0.0
+                           for j in range(len(robot.feet))])
+        if EARLY_TOUCHDOWN:
+            # a foot in the second half of its swing that the simulator reported loaded last
+            # tick has landed early: in stance from now on (its reference where it is, and in
+            # the ID's contacts), instead of being driven on along its spline into the ground
+            u = planner.gait.swing_progress(k * dt - planner.stand_time) if k * dt >= \
+                planner.stand_time else np.full(len(robot.feet), -1.0)
+            sensed = np.array([f_hist[-1][foot_rows[j]:foot_rows[j + 1], 2].sum() > 0.0
+                               for j in range(len(robot.feet))])
+            landed |= ~stance & (u > 0.5) & sensed
+            landed &= ~stance
+            stance |= landed
         for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
-            if tg.stance[i] and not was_stance[i]:
+            if stance[i] and not was_stance[i]:
                 anchor[i] = robot.foot_position(f)
-        was_stance[:] = tg.stance
-        feet_ref = np.where(tg.stance[:, None], anchor, tg.swing_position)
+        switched = stance != was_stance
+        was_stance[:] = stance
+        feet_ref = np.where(stance[:, None], anchor, tg.swing_position)
+        if switched.any() and prev_targets is not None:
+            # a foot that lands or lifts off changes its reference point (spline end ->
+            # where it landed, or back): a step, not a velocity.  The previous tick's reference
+            # is re-solved with those feet's new points, so dq_ref holds only the base's and
+            # the swing feet's motion (the raw difference read the step as ~1 rad/s, and
+            # KD_ID * that saturated the actuators at every touchdown)
+            p_pos, p_rot, p_feet = prev_targets
+            q_ref_prev = ref.solve(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet)).copy()
         q_ref = ref.solve(tg.base_position, tg.base_rotation, feet_ref).copy()
+        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy())
         dq_ref = np.zeros(robot.n) if q_ref_prev is None else (q_ref - q_ref_prev) / dt
         q_ref_prev = q_ref
         qj, vj = q[7:], v[6:]
@@ -240,15 +323,24 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
             tau = gen[6:].copy()
             pred = np.array([f_lag[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
         else:
+            # the ID's contacts: the planner's stance feet.  Adding the feet the simulator takes as
+            # candidates (gap below its margin) was tried: 12 % -> 20 % force error (rigid mu 0.1,
+            # 2 s), as the joint feedback then drives a landing foot into the ground (S4.5)
+            in_id = stance.copy()
+            if SENSED_CONTACTS in ("liftoff", "both"):
+                in_id |= sensed & (u_sw >= 0.0) & (u_sw <= 0.5)
+            if SENSED_CONTACTS in ("touchdown", "both"):
+                in_id |= sensed & (u_sw > 0.5)
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
-                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), tg.stance).copy()
+                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), in_id).copy()
             pred = np.zeros(len(robot.feet))
             rows = 0
             for j, f in enumerate(robot.feet):
-                if tg.stance[j]:
+                if in_id[j]:
                     pred[j] = core.forces[rows:rows + len(f.points), 2].sum()
                     rows += len(f.points)
         # what an actuator can give (the simulator clips there too)
+        tau_cmd = tau
         tau = np.clip(tau, -tau_max, tau_max)
         plant.step(tau)
         f_now = plant.contact_forces.copy()
@@ -257,6 +349,11 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS) -> dict
             actual = np.array([f_now[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
             acc["ferr"] += float(np.abs(pred - actual).sum())
             acc["fsum"] += float(actual.sum())
+        if trace is not None:
+            trace.append({"stance": stance.copy(), "tau": tau.copy(), "tau_cmd": tau_cmd.copy(),
+                          "q_err": q_ref - qj, "v_err": dq_ref - vj,
+                          "pred": None if pred is None else pred.copy(),
+                          "actual": None if pred is None else actual.copy()})
         acc["pos"] += float(np.abs(qj - q_ref).mean())
         acc["vel"] += float(np.abs(vj - dq_ref).mean())
         acc["tau"] += float(np.abs(tau).mean())
@@ -283,7 +380,8 @@ UNITS = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "
          "force_err_pct": "%", "fell": "0/1", "id_failures": "ticks", "distance_m": "m"}
 
 
-def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None) -> dict:
+def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None,
+        actuators: str = "ideal") -> dict:
     """Every case; the benchmark JSON form (:func:`bench.common.report`), anchors from the paper.
 
     A row without a paper value has ``anchor`` and ``ratio`` null.
@@ -295,7 +393,7 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                 name = case_name(ground, mu, c)
                 if progress:
                     progress(name)
-                metrics = run_case(Case(ground, mu, c), seconds)
+                metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators)
                 paper = PAPER[(ground, mu, c)]
                 for m, val in metrics.items():
                     a = paper.get(m)
@@ -304,4 +402,4 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                                  "anchor_name": "Zapolsky & Drumwright 2016" if a is not None else None,
                                  "anchor": a,
                                  "ratio": (ours / a if (a and ours is not None) else None)})
-    return {"benchmark": "seed003", "seconds": seconds, "rows": rows}
+    return {"benchmark": "seed003", "seconds": seconds, "actuators": actuators, "rows": rows}

@@ -33,6 +33,9 @@ def add_arguments(parser) -> None:
                         help="only this friction (repeatable; default both)")
     parser.add_argument("--controller", choices=CONTROLLERS, action="append",
                         help="only this controller (repeatable; default all seven)")
+    parser.add_argument("--actuators", choices=("ideal", "xm430"), default="ideal",
+                        help="the robot's joints: ideal torque sources (default, as the paper's "
+                             "simulator) or XM430 servos (4.1 N m stall torque)")
 
 
 def main(args) -> dict:
@@ -47,7 +50,8 @@ def main(args) -> dict:
 
     with _stdout_to_stderr():
         return seed003.run(args.seconds, tuple(args.ground or seed003.GROUNDS), mus,
-                           tuple(args.controller or seed003.CONTROLLERS), progress)
+                           tuple(args.controller or seed003.CONTROLLERS), progress,
+                           getattr(args, "actuators", "ideal"))
 
 
 @contextlib.contextmanager
@@ -66,7 +70,8 @@ def _stdout_to_stderr():
 
 
 def print_table(rep: dict) -> None:
-    print(f"experiment: seed003 ({rep['seconds']:g} s of trot per case)")
+    print(f"experiment: seed003 ({rep['seconds']:g} s of trot per case, "
+          f"{rep.get('actuators', 'ideal')} actuators)")
     hdr = f"{'case':<30}{'metric':<16}{'ours':>12}{'paper':>12}{'ratio':>8}"
     print(hdr)
     print("-" * len(hdr))

@@ -236,6 +236,14 @@ cdef int box_plane(const double* center, const double* R_box, const double* half
     return 8
 
 
+cdef inline double _friction_limit(double mu, double lam_n) noexcept nogil:
+    """mu lam_n, and 0 without a normal impulse even for mu = inf (inf * 0 is NaN, which the
+    clamp let through: an unloaded or separating contact then held any tangential impulse)."""
+    if lam_n <= 0.0:
+        return 0.0
+    return mu * lam_n
+
+
 cdef inline void _project_friction(double* lam, double lim, int cone) noexcept nogil:
     cdef double s
     if cone == 0:
@@ -289,7 +297,7 @@ cdef LCPStats pgs_solve(int nc, const double* W, const double* b, const double* 
                 maxd = delta
             if lam[r] > scale:
                 scale = lam[r]
-            lim = mu[c] * lam[r]
+            lim = _friction_limit(mu[c], lam[r])
             if cone == 0:
                 # the box is separable: plain Gauss-Seidel per axis
                 for k in range(2):
@@ -343,7 +351,7 @@ cdef void lcp_stats(int nc, const double* W, const double* b, const double* mu,
         e = fabs(lam[3 * c + 2] * w[3 * c + 2])
         if e > comp:
             comp = e
-        lim = mu[c] * lam[3 * c + 2]
+        lim = _friction_limit(mu[c], lam[3 * c + 2])
         # friction: |lam_t - proj(lam_t - w_t)| (natural map of the box/disc)
         p[0] = lam[3 * c] - w[3 * c]
         p[1] = lam[3 * c + 1] - w[3 * c + 1]
@@ -352,8 +360,11 @@ cdef void lcp_stats(int nc, const double* W, const double* b, const double* mu,
             e = fabs(lam[3 * c + k] - p[k])
             if e > res:
                 res = e
-        # slip only at the boundary: (lim - |lam_t|) |w_t| = 0
-        if cone == 0:
+        # slip only at the boundary: (lim - |lam_t|) |w_t| = 0 (mu = inf: no boundary, and the
+        # residual above already holds |w_t|)
+        if lim > 1e300:
+            pass
+        elif cone == 0:
             for k in range(2):
                 e = fabs((lim - fabs(lam[3 * c + k])) * w[3 * c + k])
                 if e > comp:

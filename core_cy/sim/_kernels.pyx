@@ -15,8 +15,13 @@ rigid (velocity-level time stepping, seed 000/003)
     v_free = v + dt A^-1 (tau - h), A = M + armature + dt D_servo; candidate
     contacts (gap < margin) give J (3 rows per contact in its frame),
     W = J A^-1 J^T = Y^T Y with Y = L^-1 J^T (A = L L^T), b = J v_free +
-    stabilisation; PGS (warm-started from the previous step's impulses)
-    -> v+ = v_free + L^-T Y lam, q+ = q (+) v+ dt.
+    stabilisation; the contact LCP -> v+ = v_free + L^-T Y lam, q+ = q (+) v+ dt.
+    The LCP: PGS on the boxed pyramid |lam_t1|, |lam_t2| <= mu lam_n
+    (warm-started from the previous step's impulses), or (lcp_solver 1) the
+    Stewart-Trinkle / Anitescu-Potra LCP of seed 003's simulator (Moby):
+    friction pyramid of 4 directions +-t1, +-t2 with beta >= 0,
+    sum beta <= mu lam_n, and the slip slack gamma, solved by Lemke with the
+    regularisation ladder (core_cy/contact/_pivot.pxd), PGS if Lemke fails.
 
 The rigid-body kernels are core_cy/dynamics' nogil fk_c / rnea_c / crba_c /
 integrate_c, the Cholesky factor and solves core_cy/linalg/_dense.pxd's, the
@@ -30,6 +35,7 @@ import numpy as np
 
 from servoloop.core_cy.actuator._law cimport passive_damping, servo_torque
 from servoloop.core_cy.dynamics._dynamics cimport Model, Data, ModelC, DataC, fk_c, rnea_c, crba_c, integrate_c
+from servoloop.core_cy.contact._pivot cimport lemke_ladder_c
 from servoloop.core_cy.contact._kernels cimport (
     ContactLaw, LCPStats, contact_force, contact_damping, plane_frame, pgs_solve,
 )
@@ -48,6 +54,13 @@ cdef enum:
     MODE_RIGID = 1
     INT_EULER = 0
     INT_RK4 = 1
+    SOLVER_PGS = 0
+    SOLVER_LEMKE = 1
+
+#: Lemke's pyramid needs a finite mu: mu = inf (and anything larger) enters as this
+#: (|f_t| <= 1e3 f_n is sticking for any contact here; a slack row stays, so an
+#: unloaded contact carries no friction)
+cdef double LEMKE_MU_MAX = 1e3
 
 
 cdef struct SimParams:
@@ -80,7 +93,7 @@ cdef struct SimParams:
     double sign_band
     double stop_k, stop_d            # compliant stop stiffness [N m/rad], damping [N m s/rad]
     double baumgarte, margin, lcp_tol
-    int lcp_max_iter, lcp_cone
+    int lcp_max_iter, lcp_cone, lcp_solver
     const double* mu                 # (ncp,) rigid friction coefficients
 
 
@@ -113,6 +126,13 @@ cdef struct Work:
     double* pc         # (ncp, 3) contact points, world [m]
     double* vc         # (ncp, 3) their velocities [m/s]
     double* qn         # (nq,)
+    double* lq         # (6 ncp, 6 ncp) Lemke: the LCP matrix (solver 1 only)
+    double* lr         # (6 ncp,) its vector
+    double* lz         # (6 ncp,) lam_n, beta, gamma
+    double* lw         # (6 ncp,)
+    double* lt         # Lemke tableau, 6 ncp (12 ncp + 2)
+    int* lbasis        # (18 ncp + 2,)
+    double* fallbacks  # (1,) steps where Lemke failed and PGS answered
     LCPStats stats
 
 
@@ -383,8 +403,13 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
             W.b[3 * r + 2] += (P.baumgarte * g if g < 0.0 else g) / dt
             memcpy(&W.lam_a[3 * r], &W.lam[3 * i], 3 * sizeof(double))
             W.mu_a[r] = P.mu[i]
-        W.stats = pgs_solve(na, W.W, W.b, W.mu_a, W.lam_a, W.w, P.lcp_max_iter, P.lcp_tol,
-                            P.lcp_cone)
+        if P.lcp_solver == SOLVER_LEMKE and _lemke_pyramid(na, W) == 0:
+            pass
+        else:
+            if P.lcp_solver == SOLVER_LEMKE:
+                W.fallbacks[0] += 1.0
+            W.stats = pgs_solve(na, W.W, W.b, W.mu_a, W.lam_a, W.w, P.lcp_max_iter, P.lcp_tol,
+                                P.lcp_cone)
         memset(W.lam, 0, 3 * P.ncp * sizeof(double))
         for r in range(na):
             i = W.active[r]
@@ -400,6 +425,58 @@ cdef int _step_rigid(const SimParams* P, const ModelC* m, DataC* d, Work* W,
     integrate_c(m, q, v, dt, W.qn)
     memcpy(q, W.qn, P.nq * sizeof(double))
     return 0
+
+
+cdef int _lemke_pyramid(int na, Work* W) noexcept nogil:
+    """The Anitescu-Potra LCP of the na active contacts, from W (3na, 3na) and b, by Lemke.
+
+    Unknowns z = [lam_n (na), beta (4 na: +t1, -t1, +t2, -t2 per contact), gamma (na)];
+    w_n = N v+ + stab >= 0, w_beta = D v+ + E gamma >= 0 (gamma: the slip speed),
+    w_gamma = mu lam_n - E^T beta >= 0, each complementary to its z.  D's rows are
+    signed rows of the (t1, t2) Jacobian, so every block is a signed entry of W.
+    Writes lam_a (t1, t2, n per contact) and stats; returns 0, or -1 when the
+    ladder found no answer (lam_a untouched).
+    """
+    cdef int n = 6 * na, i, j, ri, rj, c, eps_piv = 0
+    cdef double si, sj, eps = 0.0, resid = 0.0, mu
+    memset(W.lq, 0, n * n * sizeof(double))
+    for i in range(5 * na):
+        ri = _lemke_row(na, i, &si)
+        W.lr[i] = si * W.b[ri]
+        for j in range(5 * na):
+            rj = _lemke_row(na, j, &sj)
+            W.lq[i * n + j] = si * sj * W.W[ri * 3 * na + rj]
+    for c in range(na):
+        mu = W.mu_a[c]
+        if not mu < LEMKE_MU_MAX:
+            mu = LEMKE_MU_MAX
+        W.lr[5 * na + c] = 0.0
+        W.lq[(5 * na + c) * n + c] = mu
+        for j in range(4):
+            W.lq[(na + 4 * c + j) * n + 5 * na + c] = 1.0
+            W.lq[(5 * na + c) * n + na + 4 * c + j] = -1.0
+    if lemke_ladder_c(n, W.lq, W.lr, W.lz, W.lw, W.lt, W.lbasis, &eps, &eps_piv, &resid) != 0:
+        return -1
+    for c in range(na):
+        W.lam_a[3 * c] = W.lz[na + 4 * c] - W.lz[na + 4 * c + 1]
+        W.lam_a[3 * c + 1] = W.lz[na + 4 * c + 2] - W.lz[na + 4 * c + 3]
+        W.lam_a[3 * c + 2] = W.lz[c]
+    W.stats.iterations = eps_piv
+    W.stats.residual = resid
+    W.stats.complementarity = eps
+    return 0
+
+
+cdef inline int _lemke_row(int na, int i, double* sign) noexcept nogil:
+    """Row of W (and its sign) behind row i of the Lemke LCP's first 5 na rows."""
+    cdef int c, d
+    if i < na:
+        sign[0] = 1.0
+        return 3 * i + 2
+    c = (i - na) // 4
+    d = (i - na) % 4
+    sign[0] = 1.0 if d % 2 == 0 else -1.0
+    return 3 * c + d // 2
 
 
 cdef int _step(const SimParams* P, const ModelC* m, DataC* d, Work* W, double* q, double* v,
@@ -424,7 +501,7 @@ cdef class SimCore:
     cdef DataC* datas
     cdef Work* works
     cdef readonly int n_env, ncp, nq, nv, na
-    cdef readonly object force, tau, lam, stats_array, gap
+    cdef readonly object force, tau, lam, stats_array, gap, fallbacks
 
     def __cinit__(self):
         self.datas = NULL
@@ -482,12 +559,15 @@ cdef class SimCore:
         P.lcp_tol = p["lcp_tol"]
         P.lcp_max_iter = p["lcp_max_iter"]
         P.lcp_cone = p["lcp_cone"]
+        P.lcp_solver = p.get("lcp_solver", SOLVER_PGS)
+        nl = 6 * ncp if P.lcp_solver == SOLVER_LEMKE else 0   # Lemke buffers only when used
         # per-environment Data and one scratch buffer each
         sizes = [("M", nv * nv), ("J", 3 * ncp * nv), ("MJ", 3 * ncp * nv),
                  ("W", 9 * ncp * ncp), ("b", 3 * ncp), ("lam_a", 3 * ncp), ("w", 3 * ncp),
                  ("mu_a", ncp), ("fext", 6 * nb), ("damp", nv), ("tau_s", nv), ("h", nv), ("rhs", nv),
                  ("ddq", nv), ("qs", nq), ("vs", nv), ("vk", nv), ("acc_a", nv), ("acc_v", nv),
-                 ("tmp", 3 * nv), ("pc", 3 * ncp), ("vc", 3 * ncp), ("qn", nq)]
+                 ("tmp", 3 * nv), ("pc", 3 * ncp), ("vc", 3 * ncp), ("qn", nq),
+                 ("lq", nl * nl), ("lr", nl), ("lz", nl), ("lw", nl), ("lt", nl * (2 * nl + 2))]
         total = sum(s for _, s in sizes) + 1
         self.force = np.zeros((n_env, ncp, 3))
         self.tau = np.zeros((n_env, nv))
@@ -496,8 +576,11 @@ cdef class SimCore:
         self.stats_array = np.zeros((n_env, 3))
         scratch = np.zeros((n_env, total))
         active = np.zeros((n_env, max(ncp, 1)), dtype=np.int32)
+        lbasis = np.zeros((n_env, 3 * nl + 2), dtype=np.int32)
+        self.fallbacks = np.zeros((n_env, 1))
         keep["scratch"] = scratch
         keep["active"] = active
+        keep["lbasis"] = lbasis
         self._keep = keep
         self._datas = [Data(model) for _ in range(n_env)]
         self.datas = <DataC*>malloc(n_env * sizeof(DataC))
@@ -556,6 +639,14 @@ cdef class SimCore:
             W.pc = &buf[<Py_ssize_t>offsets["pc"]]
             W.vc = &buf[<Py_ssize_t>offsets["vc"]]
             W.qn = &buf[<Py_ssize_t>offsets["qn"]]
+            W.lq = &buf[<Py_ssize_t>offsets["lq"]]
+            W.lr = &buf[<Py_ssize_t>offsets["lr"]]
+            W.lz = &buf[<Py_ssize_t>offsets["lz"]]
+            W.lw = &buf[<Py_ssize_t>offsets["lw"]]
+            W.lt = &buf[<Py_ssize_t>offsets["lt"]]
+            ibuf = lbasis[i]
+            W.lbasis = &ibuf[0]
+            W.fallbacks = _ptr(self.fallbacks[i])
             ibuf = active[i]
             W.active = &ibuf[0]
             W.force = _ptr(self.force[i])

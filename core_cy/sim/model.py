@@ -86,14 +86,25 @@ class JointSettings:
     stop_damping: float = 0.3
 
 
+#: rigid-contact LCP solvers (SimCore's lcp_solver codes)
+RIGID_SOLVERS = {"pgs": 0, "lemke": 1}
+
+
 @dataclass(frozen=True)
 class RigidSettings:
-    """Velocity-level rigid contact: PGS on the boxed LCP.
+    """Velocity-level rigid contact (Anitescu-Potra time stepping).
 
-    mu: friction coefficient; baumgarte: fraction of the penetration removed
-    per step (0..1); margin [m]: candidate contacts with gap below it enter
-    the LCP (w_n = J_n v + gap/dt keeps them from closing faster than the
-    gap); cone: "per_axis" (pyramid) or "elliptic".
+    mu: friction coefficient (``inf``: no tangential bound, sticking while
+    loaded; an unloaded contact still carries no friction); baumgarte:
+    fraction of the penetration removed per step (0..1); margin [m]:
+    candidate contacts with gap below it enter the LCP (w_n = J_n v + gap/dt
+    keeps them from closing faster than the gap); solver: "pgs" (projected
+    Gauss-Seidel, warm-started, max_iter sweeps to tol; cone "per_axis":
+    |f_t1|, |f_t2| <= mu f_n, or "elliptic") or "lemke" (seed 003's simulator,
+    Moby: the Stewart-Trinkle / Anitescu-Potra LCP with the 4-direction
+    pyramid |f_t1| + |f_t2| <= mu f_n solved exactly by Lemke's pivoting with
+    the regularisation ladder; mu above 1e3, inf included, enters as 1e3;
+    cone is then unused).
     """
 
     mu: float = 0.8
@@ -102,6 +113,14 @@ class RigidSettings:
     max_iter: int = 50
     tol: float = 1e-6
     cone: str = "per_axis"
+    solver: str = "pgs"
+
+    def __post_init__(self):
+        if self.solver not in RIGID_SOLVERS:
+            raise ValueError(f"RigidSettings.solver: {self.solver!r}; choose one of "
+                             f"{', '.join(RIGID_SOLVERS)}")
+        if not self.mu >= 0.0:
+            raise ValueError(f"RigidSettings.mu must be >= 0 (inf allowed), got {self.mu}")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from servoloop.core_cy.contact.laws import CONES, ContactLaw
 from servoloop.core_cy.dynamics._dynamics import Model
 from servoloop.core_cy.sim._kernels import SimCore
 from servoloop.core_cy.sim.model import (
+    RIGID_SOLVERS,
     ContactPoints,
     Ground,
     JointSettings,
@@ -122,7 +123,7 @@ def _core(model: Model, n_env: int, cfg: SimConfig, points: ContactPoints) -> Si
         "law": cfg.law.as_kernel_dict(),
         "baumgarte": float(cfg.rigid.baumgarte), "margin": float(cfg.rigid.margin),
         "lcp_tol": float(cfg.rigid.tol), "lcp_max_iter": int(cfg.rigid.max_iter),
-        "lcp_cone": CONES[cfg.rigid.cone],
+        "lcp_cone": CONES[cfg.rigid.cone], "lcp_solver": RIGID_SOLVERS[cfg.rigid.solver],
     }
     mu = np.full(len(points), float(cfg.rigid.mu))
     return SimCore(model, n_env, params, points.body, points.position, points.radius,
@@ -196,6 +197,11 @@ class Simulator:
         """(iterations, residual, complementarity) of the last rigid step's LCP."""
         it, res, comp = self._core.stats_array[0]
         return int(it), float(res), float(comp)
+
+    @property
+    def lcp_fallbacks(self) -> int:
+        """Rigid steps whose Lemke solve failed and PGS answered instead (solver "lemke")."""
+        return int(self._core.fallbacks[0, 0])
 
     def set_state(self, q, v=None) -> None:
         q = np.asarray(q, dtype=float)

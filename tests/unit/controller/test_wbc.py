@@ -114,10 +114,21 @@ def test_trot_walks_forward_at_the_speed_set_over_the_socket():
 
 @pytest.mark.parametrize("mode", ["rigid", "compliant"])
 def test_trot_does_not_fall_at_infinite_friction(mode):
-    # "infinite" = MU_INF (2): the simulator's rigid PGS with unbounded friction is not
-    # usable (experiments/seed003.py), and no foot here asks for |f_t| / f_n > 1
+    # "infinite" = MU_INF (2): the compliant law needs a finite coefficient, and no foot
+    # here asks for |f_t| / f_n > 1 (true mu = inf on rigid ground: the test below)
     sim = SimConfig(mode=mode, dt=1e-3, rigid=RigidSettings(mu=MU_INF),
                     law=ContactLaw(mu_static=MU_INF, mu_dynamic=MU_INF))
+    rig = Rig("quadruped", "trot", {"speed_mps": 0.2, "mu": MU_INF}, sim=sim)
+    rig.run(2.0)
+    assert rig.min_z > 0.8 * rig.z0 and rig.max_tilt < 15.0
+    assert rig.plant.q[0] > 0.15
+
+
+@pytest.mark.parametrize("solver", ["pgs", "lemke"])
+def test_trot_does_not_fall_at_true_infinite_friction_on_rigid_ground(solver):
+    # the rigid simulator takes mu = inf as it is (no tangential bound); the controller's
+    # Coulomb ID needs a finite coefficient and gets MU_INF
+    sim = SimConfig(mode="rigid", dt=1e-3, rigid=RigidSettings(mu=math.inf, solver=solver))
     rig = Rig("quadruped", "trot", {"speed_mps": 0.2, "mu": MU_INF}, sim=sim)
     rig.run(2.0)
     assert rig.min_z > 0.8 * rig.z0 and rig.max_tilt < 15.0
