@@ -55,6 +55,11 @@ cdef double CLOSED_GAP = CLOSED_GAP_M
 cdef double ALG1_TOL = 1e-6
 # QP,inf: the pyramid of an infinite mu is |f_t1| + |f_t2| <= MU_INF_CAP f_n
 cdef double MU_INF_CAP = 10.0
+# Stage II treats a Stage I slack or cone multiplier w as zero when the motion
+# it stands for over the step, dt^2 w, is below this [m]: a 1e-7 m change of a
+# foot's height must not switch the support (continuity, digest §9.15), and a
+# foot that opens or slides 1 um in a tick is closed for the simulator's LCP
+cdef double FACE_GAP = 1e-6
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -177,12 +182,14 @@ cdef class CIDCore:
     cdef unsigned char* warm          # (kc,) Alg. 2 active flags, caller's indices
     cdef unsigned char* actf
     cdef unsigned char* slide         # (ka,) lcp_noslip: tangent rows released (unloaded, separating)
+    cdef unsigned char* free5         # (5ka,) qp: Stage II may move this force (on Stage I's optimal face)
     # QP
     cdef double* Y5
     cdef double* Rq
     cdef double* cG
     cdef double* f0
     cdef double* f
+    cdef double* w1                   # (6ka,) Stage I's KKT slacks (5ka) and cone multipliers (ka)
     # fallback
     cdef double* V
     cdef double* D
@@ -235,7 +242,7 @@ cdef class CIDCore:
             self.normal[i] = fr[3 * i + 2]
             self.plane_point[i] = float(plane_point[i])
         cdef int kc = self.kc, nv = self.nv, na = self.na, nb = self.nb
-        cdef int n2 = 6 * kc + 2 * nb + 2
+        cdef int n2 = 7 * kc + 2 * nb + 2
         self.n2 = n2
         sizes = dict(
             c_pos=3 * kc, c_rad=kc, mu=kc, armature=max(na, 1),
@@ -243,7 +250,7 @@ cdef class CIDCore:
             bt=kc, cn=kc, cs=kc, ct=kc, YN=6 * kc, YS=6 * kc, YT=6 * kc, aq=max(na, 1),
             aq_des=max(na, 1), u0=6, sv=6, tmp=max(nv, 2 * kc, 6) + 6, U=36, RK=36, et=6,
             Q=n2 * n2, r=n2, z=n2, w=n2, T=max(n2 * (2 * n2 + 2), kc * kc + 2 * kc),
-            Y5=30 * kc, Rq=5 * kc * max(na, 1), cG=5 * kc, f0=5 * kc, f=5 * kc,
+            Y5=30 * kc, Rq=5 * kc * max(na, 1), cG=5 * kc, f0=5 * kc, f=5 * kc, w1=6 * kc,
             V=12 * kc, D=2 * kc * max(na, 1), Wb=max(na, 1) * max(na, 1), cW=max(na, 1),
             rhs=max(2 * kc, na, 6), tau=max(na, 1), qdd=nv, flocal=3 * kc, forces=3 * kc, tau1=max(na, 1),
             qdd1=nv)
@@ -251,6 +258,7 @@ cdef class CIDCore:
         ints = {name: np.zeros(max(n, 1), dtype=np.intc) for name, n in
                 dict(c_body=kc, act_idx=kc, kept=6, basis=3 * n2 + 2, iwork=max(kc, n2)).items()}
         flags = {name: np.zeros(max(kc, 1), dtype=np.uint8) for name in ("warm", "actf", "slide")}
+        flags["free5"] = np.zeros(max(5 * kc, 1), dtype=np.uint8)
         self._keep = (arrays, ints, flags)
         arrays["c_pos"][:3 * kc] = np.ascontiguousarray(position, dtype=float).reshape(-1)
         arrays["c_rad"][:kc] = radius
@@ -268,6 +276,7 @@ cdef class CIDCore:
         fa = flags["warm"]; self.warm = &fa[0]
         fa = flags["actf"]; self.actf = &fa[0]
         fa = flags["slide"]; self.slide = &fa[0]
+        fa = flags["free5"]; self.free5 = &fa[0]
         a = arrays["c_pos"]; self.c_pos = &a[0]
         a = arrays["c_rad"]; self.c_rad = &a[0]
         a = arrays["mu"]; self.mu = &a[0]
@@ -306,6 +315,7 @@ cdef class CIDCore:
         a = arrays["cG"]; self.cG = &a[0]
         a = arrays["f0"]; self.f0 = &a[0]
         a = arrays["f"]; self.f = &a[0]
+        a = arrays["w1"]; self.w1 = &a[0]
         a = arrays["V"]; self.V = &a[0]
         a = arrays["D"]; self.D = &a[0]
         a = arrays["Wb"]; self.Wb = &a[0]
@@ -363,6 +373,15 @@ cdef class CIDCore:
             for j in range(n):
                 Q[i, j] = self.Q[i * n + j]
         return Q, r
+
+    def stage1_kkt(self):
+        """qp, after a solve with Stage II: Stage I's KKT slacks (5ka,) [m/s^2], its cone
+        multipliers (ka,) and the flags of the forces Stage II was free to move (5ka,)."""
+        n5 = 5 * self.ka
+        w = np.array([self.w1[i] for i in range(n5)])
+        lam = np.array([self.w1[n5 + i] for i in range(self.ka)])
+        free = np.array([bool(self.free5[i]) for i in range(n5)])
+        return w, lam, free
 
     def active_indices(self):
         """The caller's indices of the contacts within the margin in the last solve."""
@@ -981,11 +1000,21 @@ cdef int _coulomb(CIDCore self) noexcept nogil:
 
 cdef int _qp(CIDCore self, int stage2) noexcept nogil:
     cdef int rc, i, j, k, ka = self.ka, n5 = 5 * ka, nb = self.nb, na = self.na
-    cdef int nv = self.nv, ne, nl = 0, n, piv = 0, rank = 0
-    cdef double s, eps = 0.0, res = 0.0, scale
+    cdef int nv = self.nv, ne, n, piv = 0, rank = 0
+    cdef double s, eps = 0.0, res = 0.0, scale, tol
     cdef double* t = self.rhs
     _pyramid_terms(self)
-    rc = _friction_lcp(self, 1)
+    # Stage I: the KKT LCP of the paper's complementarity-free QP has -mu lambda
+    # on the normal rows (a sliding contact opens at mu |v_t+|): at 1 kHz with
+    # the joint accelerations imposed, a foot sliding at 0.5 m/s then "lifts"
+    # at 5 cm/s and the QP pushes the base up (qp_mu 40-57 % force error).
+    # Without that term it is the Coulomb LCP (the simulator's model); the
+    # relaxed one, always solvable, is the fallback if Lemke gives up, and
+    # QP,inf's form (its tangent rows carry the kinetic-energy term, with which
+    # the Coulomb LCP of the 16-corner humanoid squat has no solution Lemke finds)
+    rc = E_LCP if _any_inf(self) else _friction_lcp(self, 0)
+    if rc != OK:
+        rc = _friction_lcp(self, 1)
     if rc != OK:
         return E_STAGE1
     _base_from_forces(self)
@@ -999,15 +1028,25 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
     self.nullity = n5 - rank
     if not stage2 or self.nullity == 0:
         return OK
-    # Stage II: min 1/2 |t - Rq f|^2 s.t. Y5^T f = Y5^T f0 (the same base
-    # motion, hence the same v+), f >= 0, pyramid, only on the contacts that
-    # end the step closed (predicted gap dt^2 w_n below CLOSED_GAP: a foot
-    # about to leave, or an open gap inside the margin, takes no force);
-    # t = tau + Rq f0 (Stage I's torque without the contacts)
+    # Stage II: min 1/2 |t - Rq f|^2 over the forces that solve Stage I's
+    # problem with its multipliers.  Every such f has Stage I's base motion
+    # (Y5^T f = Y5^T f0, the paper's nullspace), and Stage I's slacks and cone
+    # multipliers stay complementary to it: f_j = 0 where Stage I's slack w_j
+    # > tol, the pyramid tight (mu f_n = sum f_t) where the contact slides
+    # (multiplier > tol).  The nullspace alone is not enough: it lets Stage II
+    # load a foot that separates, or slide a foot more than friction allows,
+    # whenever that lowers the torque, a distribution the simulator never
+    # produces (qp_mu, rigid mu 0.1, 2 s: the loaded feet differed from the
+    # simulator's on 70 % of the ticks).  A contact that does not end the step
+    # closed (predicted gap dt^2 w_n above CLOSED_GAP) keeps Stage I's forces.
+    # t = tau + Rq_free f0_free: Stage I's torque without the free forces.
     memcpy(self.f0, self.f, n5 * sizeof(double))
+    memcpy(self.w1, self.w, n5 * sizeof(double))
+    memcpy(&self.w1[n5], &self.z[n5], ka * sizeof(double))
+    tol = FACE_GAP / (self.dt * self.dt)
     for i in range(ka):
         self.actf[i] = (self.dt * self.dt * (_dot(nb, &self.YN[6 * i], self.sv) + self.cn[i])
-                        < CLOSED_GAP)
+                        < CLOSED_GAP) and self.w1[i] <= tol
         for k in range(na):
             s = self.Nr[i * nv + nb + k]
             self.Rq[i * na + k] = s
@@ -1017,24 +1056,23 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             s = self.Tr[i * nv + nb + k]
             self.Rq[(3 * ka + i) * na + k] = s
             self.Rq[(4 * ka + i) * na + k] = -s
+    for j in range(n5):
+        self.free5[j] = self.actf[j % ka] and self.w1[j] <= tol
     memcpy(t, self.tau, na * sizeof(double))
     for j in range(n5):
-        if self.f0[j] != 0.0:
+        if self.free5[j] and self.f0[j] != 0.0:
             for k in range(na):
                 t[k] += self.Rq[j * na + k] * self.f0[j]
-    for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
-        self.iwork[nl] = i
-        nl += 1
     ne = nb
-    n = n5 + 2 * ne + nl
+    n = n5 + 2 * ne + 2 * ka
     self.n_lcp = n
     memset(self.Q, 0, n * n * sizeof(double))
     scale = 0.0
     for i in range(n5):
-        if not self.actf[i % ka]:
+        if not self.free5[i]:
             continue
         for j in range(i + 1):
-            if not self.actf[j % ka]:
+            if not self.free5[j]:
                 continue
             s = _dot(na, &self.Rq[i * na], &self.Rq[j * na])
             self.Q[i * n + j] = s
@@ -1042,7 +1080,7 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             scale = _fmax(scale, fabs(s))
         self.r[i] = -_dot(na, &self.Rq[i * na], t)
     scale = _fmax(scale, 1e-12)
-    # equality rows y_k^T f = y_k^T f0, scaled to the Hessian's size
+    # equality rows y_k^T f = y_k^T f0 over the free forces, scaled to the Hessian's size
     for k in range(ne):
         s = 0.0
         for j in range(n5):
@@ -1050,7 +1088,7 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         s = scale / s if s > 0.0 else 0.0
         res = 0.0
         for j in range(n5):
-            eps = s * self.Y5[6 * j + k] if self.actf[j % ka] else 0.0
+            eps = s * self.Y5[6 * j + k] if self.free5[j] else 0.0
             res += eps * self.f0[j]
             self.Q[(n5 + k) * n + j] = eps
             self.Q[(n5 + ne + k) * n + j] = -eps
@@ -1059,20 +1097,31 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         self.r[n5 + k] = -res
         self.r[n5 + ne + k] = res
     for i in range(n5):
-        if not self.actf[i % ka]:
-            self.r[i] = scale        # w_i = scale > 0: f_i = 0, and no coupling
-    for j in range(nl):
-        i = self.iwork[j]
-        k = n5 + 2 * ne + j
-        if not self.actf[i]:
+        if not self.free5[i]:
+            self.r[i] = scale        # w_i = scale > 0: z_i = 0 (f_i stays f0_i), no coupling
+    # the pyramid rows (every contact: mu = inf is capped, MU_INF_CAP); a sliding
+    # contact's also reversed (the pyramid tight)
+    for i in range(ka):
+        k = n5 + 2 * ne + i
+        self.r[k] = scale
+        self.r[k + ka] = scale
+        if not self.free5[i]:        # its normal force is fixed: so are its tangents (above)
             continue
+        self.r[k] = 0.0
         s = _mu_eff(self, i) * scale
         self.Q[k * n + i] = s
         self.Q[i * n + k] = -s
         for rc in range(1, 5):
             self.Q[k * n + rc * ka + i] = -scale
             self.Q[(rc * ka + i) * n + k] = scale
-        self.r[k] = 0.0
+        if self.w1[n5 + i] > tol:
+            k += ka
+            self.r[k] = 0.0
+            self.Q[k * n + i] = -s
+            self.Q[i * n + k] = s
+            for rc in range(1, 5):
+                self.Q[k * n + rc * ka + i] = scale
+                self.Q[(rc * ka + i) * n + k] = -scale
     eps = 0.0
     if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
                       &res) != 0:
@@ -1081,7 +1130,8 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         return OK
     self.iterations += piv
     self.stage2 = 1
-    memcpy(self.f, self.z, n5 * sizeof(double))
+    for j in range(n5):
+        self.f[j] = self.z[j] if self.free5[j] else self.f0[j]
     _base_from_forces(self)
     return OK
 
