@@ -882,7 +882,7 @@ cdef double _dropped_residual(CIDCore self) noexcept nogil:
     return worst * sqrt(_dot(nb, self.sv, self.sv))
 
 
-cdef void _pyramid_terms(CIDCore self) noexcept nogil:
+cdef void _pyramid_terms(CIDCore self, int ke) noexcept nogil:
     # Y5 (5ka, nb): y's of [N; S; -S; T; -T] (direction-major, digest §1);
     # cG (5ka,): the rows' accelerations with zero contact force
     cdef int i, k, ka = self.ka, nb = self.nb, nv = self.nv
@@ -907,7 +907,7 @@ cdef void _pyramid_terms(CIDCore self) noexcept nogil:
     # accelerations are not consistent with it); their forces follow the
     # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
     # which always has a minimum
-    if self.variant != V_QP or not _any_inf(self):
+    if not ke or not _any_inf(self):
         return
     for k in range(nb):
         m0[k] = _dot(nv, &self.M[k * nv], self.vcur) / self.dt - self.h[k]
@@ -990,7 +990,7 @@ cdef void _base_from_forces(CIDCore self) noexcept nogil:
 
 cdef int _coulomb(CIDCore self) noexcept nogil:
     cdef int rc
-    _pyramid_terms(self)
+    _pyramid_terms(self, 0)
     rc = _friction_lcp(self, 0)
     if rc != OK:
         return rc
@@ -1000,20 +1000,21 @@ cdef int _coulomb(CIDCore self) noexcept nogil:
 
 cdef int _qp(CIDCore self, int stage2) noexcept nogil:
     cdef int rc, i, j, k, ka = self.ka, n5 = 5 * ka, nb = self.nb, na = self.na
-    cdef int nv = self.nv, ne, n, piv = 0, rank = 0
+    cdef int nv = self.nv, ne, n, piv = 0, rank = 0, nsl
     cdef double s, eps = 0.0, res = 0.0, scale, tol
     cdef double* t = self.rhs
-    _pyramid_terms(self)
     # Stage I: the KKT LCP of the paper's complementarity-free QP has -mu lambda
     # on the normal rows (a sliding contact opens at mu |v_t+|): at 1 kHz with
     # the joint accelerations imposed, a foot sliding at 0.5 m/s then "lifts"
     # at 5 cm/s and the QP pushes the base up (qp_mu 40-57 % force error).
-    # Without that term it is the Coulomb LCP (the simulator's model); the
-    # relaxed one, always solvable, is the fallback if Lemke gives up, and
-    # QP,inf's form (its tangent rows carry the kinetic-energy term, with which
-    # the Coulomb LCP of the 16-corner humanoid squat has no solution Lemke finds)
-    rc = E_LCP if _any_inf(self) else _friction_lcp(self, 0)
+    # Without that term it is the Coulomb LCP (the simulator's model; QP,inf
+    # with the pyramid capped at MU_INF_CAP).  If Lemke gives up, the relaxed
+    # one (the paper's; QP,inf's tangent rows then carry the kinetic-energy
+    # term), which always has a minimum.
+    _pyramid_terms(self, 0)
+    rc = _friction_lcp(self, 0)
     if rc != OK:
+        _pyramid_terms(self, 1)
         rc = _friction_lcp(self, 1)
     if rc != OK:
         return E_STAGE1
@@ -1064,7 +1065,11 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             for k in range(na):
                 t[k] += self.Rq[j * na + k] * self.f0[j]
     ne = nb
-    n = n5 + 2 * ne + 2 * ka
+    nsl = 0                          # sliding free contacts: a reversed pyramid row each
+    for i in range(ka):
+        if self.free5[i] and self.w1[n5 + i] > tol:
+            nsl += 1
+    n = n5 + 2 * ne + ka + nsl
     self.n_lcp = n
     memset(self.Q, 0, n * n * sizeof(double))
     scale = 0.0
@@ -1101,10 +1106,10 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             self.r[i] = scale        # w_i = scale > 0: z_i = 0 (f_i stays f0_i), no coupling
     # the pyramid rows (every contact: mu = inf is capped, MU_INF_CAP); a sliding
     # contact's also reversed (the pyramid tight)
+    nsl = n5 + 2 * ne + ka
     for i in range(ka):
         k = n5 + 2 * ne + i
         self.r[k] = scale
-        self.r[k + ka] = scale
         if not self.free5[i]:        # its normal force is fixed: so are its tangents (above)
             continue
         self.r[k] = 0.0
@@ -1115,7 +1120,8 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             self.Q[k * n + rc * ka + i] = -scale
             self.Q[(rc * ka + i) * n + k] = scale
         if self.w1[n5 + i] > tol:
-            k += ka
+            k = nsl
+            nsl += 1
             self.r[k] = 0.0
             self.Q[k * n + i] = -s
             self.Q[i * n + k] = s
