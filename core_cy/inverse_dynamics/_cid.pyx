@@ -21,12 +21,14 @@ One :class:`CIDCore` per (model, contact list, variant) holds every buffer;
      kept ones, exact by Gram-Schmidt), then the LCP again;
    - ``lcp_coulomb``: the Anitescu-Potra LCP with the 4-edge pyramid, Lemke
      with the regularisation ladder;
-   - ``qp``: Stage I, ``min 1/2 f^T H f + c^T f`` over the pyramid with H,
-     c the contact-space (Gauss) terms, as an LCP of its KKT conditions
-     (the authors' route, footnote 1) solved by Lemke; Stage II, the
-     min-norm torque over Stage I's optimal set ``{Y^T f = Y^T f0,
-     c^T f = c^T f0}``, also by Lemke on its KKT LCP (the equalities as
-     pairs of inequalities).
+   - ``qp``: Stage I, the Coulomb LCP in the QP's contact-space terms (H, c:
+     ``1/2 f^T H f + c^T f`` over the pyramid, its KKT conditions without the
+     paper's ``-mu lambda`` on the normal rows; with that term, the paper's
+     relaxed form, as the fallback) solved by Lemke; Stage II, the min-norm
+     torque over Stage I's optimal face ``{Y^T f = Y^T f0, f_j = 0 where
+     Stage I's slack is open, pyramid tight where it slides}``, also by Lemke
+     on its KKT LCP (the equalities as pairs of inequalities).  Why, in
+     :mod:`servoloop.core_cy.inverse_dynamics` and at :func:`_qp`.
 
 Units: accelerations [m/s^2, rad/s^2] and forces [N] (impulse / dt).
 """
@@ -902,8 +904,8 @@ cdef void _pyramid_terms(CIDCore self, int ke) noexcept nogil:
         s = _dot(nb, &self.YT[6 * i], self.u0) + self.ct[i]
         self.cG[3 * ka + i] = s
         self.cG[4 * ka + i] = -s
-    # QP,inf: with no friction bound the contact-space terms of the tangent
-    # rows would demand exact sticking (infeasible as soon as the joint
+    # ke = 1 (the QP's relaxed fallback), QP,inf: with no friction bound the
+    # contact-space terms of the tangent rows would demand exact sticking (infeasible as soon as the joint
     # accelerations are not consistent with it); their forces follow the
     # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
     # which always has a minimum
@@ -940,8 +942,9 @@ cdef int _any_inf(CIDCore self) noexcept nogil:
 
 
 cdef int _friction_lcp(CIDCore self, int qp) noexcept nogil:
-    # z = [f (5ka); lambda (finite-mu contacts)]; Coulomb (qp = 0): the
-    # Anitescu-Potra LCP; qp = 1: the KKT LCP of Stage I, the same matrix
+    # z = [f (5ka); lambda (every contact)]; Coulomb (qp = 0): the
+    # Anitescu-Potra LCP (lcp_coulomb, and the QP's Stage I); qp = 1: the KKT
+    # LCP of the paper's relaxed Stage I (the QP's fallback), the same matrix
     # with -mu lambda on the normal rows (max dissipation without
     # complementarity between sliding and the normal gap)
     cdef int i, j, k, ka = self.ka, n5 = 5 * ka, nl = 0, n, piv = 0
