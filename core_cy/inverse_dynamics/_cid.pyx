@@ -905,8 +905,9 @@ cdef void _pyramid_terms(CIDCore self, int ke) noexcept nogil:
         self.cG[3 * ka + i] = s
         self.cG[4 * ka + i] = -s
     # ke = 1 (the QP's relaxed fallback), QP,inf: with no friction bound the
-    # contact-space terms of the tangent rows would demand exact sticking (infeasible as soon as the joint
-    # accelerations are not consistent with it); their forces follow the
+    # contact-space terms of the tangent rows would demand exact sticking
+    # (infeasible as soon as the joint accelerations are not consistent with
+    # it); their forces follow the
     # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
     # which always has a minimum
     if not ke or not _any_inf(self):
