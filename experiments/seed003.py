@@ -13,7 +13,8 @@ needs a finite coefficient and gets ``MU_INF`` for "infinite".
 Controllers (the paper's seven):
 
 ==========  ==============================================================
-qp_mu       contact ID, complementarity-free QP with the friction pyramid
+qp_mu       contact ID, the two-stage QP with the friction pyramid (compiled: Stage I
+            keeps normal complementarity, see core_cy.inverse_dynamics)
 qp_inf      the same QP without the friction bound
 lcp_mu      contact ID, Coulomb LCP (Lemke)
 lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)

@@ -21,12 +21,14 @@ One :class:`CIDCore` per (model, contact list, variant) holds every buffer;
      kept ones, exact by Gram-Schmidt), then the LCP again;
    - ``lcp_coulomb``: the Anitescu-Potra LCP with the 4-edge pyramid, Lemke
      with the regularisation ladder;
-   - ``qp``: Stage I, ``min 1/2 f^T H f + c^T f`` over the pyramid with H,
-     c the contact-space (Gauss) terms, as an LCP of its KKT conditions
-     (the authors' route, footnote 1) solved by Lemke; Stage II, the
-     min-norm torque over Stage I's optimal set ``{Y^T f = Y^T f0,
-     c^T f = c^T f0}``, also by Lemke on its KKT LCP (the equalities as
-     pairs of inequalities).
+   - ``qp``: Stage I, the Coulomb LCP in the QP's contact-space terms (H, c:
+     ``1/2 f^T H f + c^T f`` over the pyramid, its KKT conditions without the
+     paper's ``-mu lambda`` on the normal rows; with that term, the paper's
+     relaxed form, as the fallback) solved by Lemke; Stage II, the min-norm
+     torque over Stage I's optimal face ``{Y^T f = Y^T f0, f_j = 0 where
+     Stage I's slack is open, pyramid tight where it slides}``, also by Lemke
+     on its KKT LCP (the equalities as pairs of inequalities).  Why, in
+     :mod:`servoloop.core_cy.inverse_dynamics` and at :func:`_qp`.
 
 Units: accelerations [m/s^2, rad/s^2] and forces [N] (impulse / dt).
 """
@@ -55,6 +57,11 @@ cdef double CLOSED_GAP = CLOSED_GAP_M
 cdef double ALG1_TOL = 1e-6
 # QP,inf: the pyramid of an infinite mu is |f_t1| + |f_t2| <= MU_INF_CAP f_n
 cdef double MU_INF_CAP = 10.0
+# Stage II treats a Stage I slack or cone multiplier w as zero when the motion
+# it stands for over the step, dt^2 w, is below this [m]: a 1e-7 m change of a
+# foot's height must not switch the support (continuity, digest §9.15), and a
+# foot that opens or slides 1 um in a tick is closed for the simulator's LCP
+cdef double FACE_GAP = 1e-6
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -177,12 +184,14 @@ cdef class CIDCore:
     cdef unsigned char* warm          # (kc,) Alg. 2 active flags, caller's indices
     cdef unsigned char* actf
     cdef unsigned char* slide         # (ka,) lcp_noslip: tangent rows released (unloaded, separating)
+    cdef unsigned char* free5         # (5ka,) qp: Stage II may move this force (on Stage I's optimal face)
     # QP
     cdef double* Y5
     cdef double* Rq
     cdef double* cG
     cdef double* f0
     cdef double* f
+    cdef double* w1                   # (6ka,) Stage I's KKT slacks (5ka) and cone multipliers (ka)
     # fallback
     cdef double* V
     cdef double* D
@@ -235,7 +244,7 @@ cdef class CIDCore:
             self.normal[i] = fr[3 * i + 2]
             self.plane_point[i] = float(plane_point[i])
         cdef int kc = self.kc, nv = self.nv, na = self.na, nb = self.nb
-        cdef int n2 = 6 * kc + 2 * nb + 2
+        cdef int n2 = 7 * kc + 2 * nb + 2
         self.n2 = n2
         sizes = dict(
             c_pos=3 * kc, c_rad=kc, mu=kc, armature=max(na, 1),
@@ -243,7 +252,7 @@ cdef class CIDCore:
             bt=kc, cn=kc, cs=kc, ct=kc, YN=6 * kc, YS=6 * kc, YT=6 * kc, aq=max(na, 1),
             aq_des=max(na, 1), u0=6, sv=6, tmp=max(nv, 2 * kc, 6) + 6, U=36, RK=36, et=6,
             Q=n2 * n2, r=n2, z=n2, w=n2, T=max(n2 * (2 * n2 + 2), kc * kc + 2 * kc),
-            Y5=30 * kc, Rq=5 * kc * max(na, 1), cG=5 * kc, f0=5 * kc, f=5 * kc,
+            Y5=30 * kc, Rq=5 * kc * max(na, 1), cG=5 * kc, f0=5 * kc, f=5 * kc, w1=6 * kc,
             V=12 * kc, D=2 * kc * max(na, 1), Wb=max(na, 1) * max(na, 1), cW=max(na, 1),
             rhs=max(2 * kc, na, 6), tau=max(na, 1), qdd=nv, flocal=3 * kc, forces=3 * kc, tau1=max(na, 1),
             qdd1=nv)
@@ -251,6 +260,7 @@ cdef class CIDCore:
         ints = {name: np.zeros(max(n, 1), dtype=np.intc) for name, n in
                 dict(c_body=kc, act_idx=kc, kept=6, basis=3 * n2 + 2, iwork=max(kc, n2)).items()}
         flags = {name: np.zeros(max(kc, 1), dtype=np.uint8) for name in ("warm", "actf", "slide")}
+        flags["free5"] = np.zeros(max(5 * kc, 1), dtype=np.uint8)
         self._keep = (arrays, ints, flags)
         arrays["c_pos"][:3 * kc] = np.ascontiguousarray(position, dtype=float).reshape(-1)
         arrays["c_rad"][:kc] = radius
@@ -268,6 +278,7 @@ cdef class CIDCore:
         fa = flags["warm"]; self.warm = &fa[0]
         fa = flags["actf"]; self.actf = &fa[0]
         fa = flags["slide"]; self.slide = &fa[0]
+        fa = flags["free5"]; self.free5 = &fa[0]
         a = arrays["c_pos"]; self.c_pos = &a[0]
         a = arrays["c_rad"]; self.c_rad = &a[0]
         a = arrays["mu"]; self.mu = &a[0]
@@ -306,6 +317,7 @@ cdef class CIDCore:
         a = arrays["cG"]; self.cG = &a[0]
         a = arrays["f0"]; self.f0 = &a[0]
         a = arrays["f"]; self.f = &a[0]
+        a = arrays["w1"]; self.w1 = &a[0]
         a = arrays["V"]; self.V = &a[0]
         a = arrays["D"]; self.D = &a[0]
         a = arrays["Wb"]; self.Wb = &a[0]
@@ -363,6 +375,15 @@ cdef class CIDCore:
             for j in range(n):
                 Q[i, j] = self.Q[i * n + j]
         return Q, r
+
+    def stage1_kkt(self):
+        """qp, after a solve with Stage II: Stage I's KKT slacks (5ka,) [m/s^2], its cone
+        multipliers (ka,) and the flags of the forces Stage II was free to move (5ka,)."""
+        n5 = 5 * self.ka
+        w = np.array([self.w1[i] for i in range(n5)])
+        lam = np.array([self.w1[n5 + i] for i in range(self.ka)])
+        free = np.array([bool(self.free5[i]) for i in range(n5)])
+        return w, lam, free
 
     def active_indices(self):
         """The caller's indices of the contacts within the margin in the last solve."""
@@ -863,7 +884,7 @@ cdef double _dropped_residual(CIDCore self) noexcept nogil:
     return worst * sqrt(_dot(nb, self.sv, self.sv))
 
 
-cdef void _pyramid_terms(CIDCore self) noexcept nogil:
+cdef void _pyramid_terms(CIDCore self, int ke) noexcept nogil:
     # Y5 (5ka, nb): y's of [N; S; -S; T; -T] (direction-major, digest §1);
     # cG (5ka,): the rows' accelerations with zero contact force
     cdef int i, k, ka = self.ka, nb = self.nb, nv = self.nv
@@ -883,12 +904,13 @@ cdef void _pyramid_terms(CIDCore self) noexcept nogil:
         s = _dot(nb, &self.YT[6 * i], self.u0) + self.ct[i]
         self.cG[3 * ka + i] = s
         self.cG[4 * ka + i] = -s
-    # QP,inf: with no friction bound the contact-space terms of the tangent
-    # rows would demand exact sticking (infeasible as soon as the joint
-    # accelerations are not consistent with it); their forces follow the
+    # ke = 1 (the QP's relaxed fallback), QP,inf: with no friction bound the
+    # contact-space terms of the tangent rows would demand exact sticking
+    # (infeasible as soon as the joint accelerations are not consistent with
+    # it); their forces follow the
     # paper's kinetic-energy term instead, Y (L^-1 ((M v)_b / dt - h_b)),
     # which always has a minimum
-    if self.variant != V_QP or not _any_inf(self):
+    if not ke or not _any_inf(self):
         return
     for k in range(nb):
         m0[k] = _dot(nv, &self.M[k * nv], self.vcur) / self.dt - self.h[k]
@@ -921,8 +943,9 @@ cdef int _any_inf(CIDCore self) noexcept nogil:
 
 
 cdef int _friction_lcp(CIDCore self, int qp) noexcept nogil:
-    # z = [f (5ka); lambda (finite-mu contacts)]; Coulomb (qp = 0): the
-    # Anitescu-Potra LCP; qp = 1: the KKT LCP of Stage I, the same matrix
+    # z = [f (5ka); lambda (every contact)]; Coulomb (qp = 0): the
+    # Anitescu-Potra LCP (lcp_coulomb, and the QP's Stage I); qp = 1: the KKT
+    # LCP of the paper's relaxed Stage I (the QP's fallback), the same matrix
     # with -mu lambda on the normal rows (max dissipation without
     # complementarity between sliding and the normal gap)
     cdef int i, j, k, ka = self.ka, n5 = 5 * ka, nl = 0, n, piv = 0
@@ -971,7 +994,7 @@ cdef void _base_from_forces(CIDCore self) noexcept nogil:
 
 cdef int _coulomb(CIDCore self) noexcept nogil:
     cdef int rc
-    _pyramid_terms(self)
+    _pyramid_terms(self, 0)
     rc = _friction_lcp(self, 0)
     if rc != OK:
         return rc
@@ -981,11 +1004,22 @@ cdef int _coulomb(CIDCore self) noexcept nogil:
 
 cdef int _qp(CIDCore self, int stage2) noexcept nogil:
     cdef int rc, i, j, k, ka = self.ka, n5 = 5 * ka, nb = self.nb, na = self.na
-    cdef int nv = self.nv, ne, nl = 0, n, piv = 0, rank = 0
-    cdef double s, eps = 0.0, res = 0.0, scale
+    cdef int nv = self.nv, ne, n, piv = 0, rank = 0, nsl
+    cdef double s, eps = 0.0, res = 0.0, scale, tol
     cdef double* t = self.rhs
-    _pyramid_terms(self)
-    rc = _friction_lcp(self, 1)
+    # Stage I: the KKT LCP of the paper's complementarity-free QP has -mu lambda
+    # on the normal rows (a sliding contact opens at mu |v_t+|): at 1 kHz with
+    # the joint accelerations imposed, a foot sliding at 0.5 m/s then "lifts"
+    # at 5 cm/s and the QP pushes the base up (qp_mu 40-57 % force error).
+    # Without that term it is the Coulomb LCP (the simulator's model; QP,inf
+    # with the pyramid capped at MU_INF_CAP).  If Lemke gives up, the relaxed
+    # one (the paper's; QP,inf's tangent rows then carry the kinetic-energy
+    # term), which always has a minimum.
+    _pyramid_terms(self, 0)
+    rc = _friction_lcp(self, 0)
+    if rc != OK:
+        _pyramid_terms(self, 1)
+        rc = _friction_lcp(self, 1)
     if rc != OK:
         return E_STAGE1
     _base_from_forces(self)
@@ -999,15 +1033,25 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
     self.nullity = n5 - rank
     if not stage2 or self.nullity == 0:
         return OK
-    # Stage II: min 1/2 |t - Rq f|^2 s.t. Y5^T f = Y5^T f0 (the same base
-    # motion, hence the same v+), f >= 0, pyramid, only on the contacts that
-    # end the step closed (predicted gap dt^2 w_n below CLOSED_GAP: a foot
-    # about to leave, or an open gap inside the margin, takes no force);
-    # t = tau + Rq f0 (Stage I's torque without the contacts)
+    # Stage II: min 1/2 |t - Rq f|^2 over the forces that solve Stage I's
+    # problem with its multipliers.  Every such f has Stage I's base motion
+    # (Y5^T f = Y5^T f0, the paper's nullspace), and Stage I's slacks and cone
+    # multipliers stay complementary to it: f_j = 0 where Stage I's slack w_j
+    # > tol, the pyramid tight (mu f_n = sum f_t) where the contact slides
+    # (multiplier > tol).  The nullspace alone is not enough: it lets Stage II
+    # load a foot that separates, or slide a foot more than friction allows,
+    # whenever that lowers the torque, a distribution the simulator never
+    # produces (qp_mu, rigid mu 0.1, 2 s: the loaded feet differed from the
+    # simulator's on 70 % of the ticks).  A contact that does not end the step
+    # closed (predicted gap dt^2 w_n above CLOSED_GAP) keeps Stage I's forces.
+    # t = tau + Rq_free f0_free: Stage I's torque without the free forces.
     memcpy(self.f0, self.f, n5 * sizeof(double))
+    memcpy(self.w1, self.w, n5 * sizeof(double))
+    memcpy(&self.w1[n5], &self.z[n5], ka * sizeof(double))
+    tol = FACE_GAP / (self.dt * self.dt)
     for i in range(ka):
         self.actf[i] = (self.dt * self.dt * (_dot(nb, &self.YN[6 * i], self.sv) + self.cn[i])
-                        < CLOSED_GAP)
+                        < CLOSED_GAP) and self.w1[i] <= tol
         for k in range(na):
             s = self.Nr[i * nv + nb + k]
             self.Rq[i * na + k] = s
@@ -1017,24 +1061,27 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             s = self.Tr[i * nv + nb + k]
             self.Rq[(3 * ka + i) * na + k] = s
             self.Rq[(4 * ka + i) * na + k] = -s
+    for j in range(n5):
+        self.free5[j] = self.actf[j % ka] and self.w1[j] <= tol
     memcpy(t, self.tau, na * sizeof(double))
     for j in range(n5):
-        if self.f0[j] != 0.0:
+        if self.free5[j] and self.f0[j] != 0.0:
             for k in range(na):
                 t[k] += self.Rq[j * na + k] * self.f0[j]
-    for i in range(ka):                # every contact: mu = inf is capped (MU_INF_CAP)
-        self.iwork[nl] = i
-        nl += 1
     ne = nb
-    n = n5 + 2 * ne + nl
+    nsl = 0                          # sliding free contacts: a reversed pyramid row each
+    for i in range(ka):
+        if self.free5[i] and self.w1[n5 + i] > tol:
+            nsl += 1
+    n = n5 + 2 * ne + ka + nsl
     self.n_lcp = n
     memset(self.Q, 0, n * n * sizeof(double))
     scale = 0.0
     for i in range(n5):
-        if not self.actf[i % ka]:
+        if not self.free5[i]:
             continue
         for j in range(i + 1):
-            if not self.actf[j % ka]:
+            if not self.free5[j]:
                 continue
             s = _dot(na, &self.Rq[i * na], &self.Rq[j * na])
             self.Q[i * n + j] = s
@@ -1042,7 +1089,7 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
             scale = _fmax(scale, fabs(s))
         self.r[i] = -_dot(na, &self.Rq[i * na], t)
     scale = _fmax(scale, 1e-12)
-    # equality rows y_k^T f = y_k^T f0, scaled to the Hessian's size
+    # equality rows y_k^T f = y_k^T f0 over the free forces, scaled to the Hessian's size
     for k in range(ne):
         s = 0.0
         for j in range(n5):
@@ -1050,7 +1097,7 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         s = scale / s if s > 0.0 else 0.0
         res = 0.0
         for j in range(n5):
-            eps = s * self.Y5[6 * j + k] if self.actf[j % ka] else 0.0
+            eps = s * self.Y5[6 * j + k] if self.free5[j] else 0.0
             res += eps * self.f0[j]
             self.Q[(n5 + k) * n + j] = eps
             self.Q[(n5 + ne + k) * n + j] = -eps
@@ -1059,20 +1106,32 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         self.r[n5 + k] = -res
         self.r[n5 + ne + k] = res
     for i in range(n5):
-        if not self.actf[i % ka]:
-            self.r[i] = scale        # w_i = scale > 0: f_i = 0, and no coupling
-    for j in range(nl):
-        i = self.iwork[j]
-        k = n5 + 2 * ne + j
-        if not self.actf[i]:
+        if not self.free5[i]:
+            self.r[i] = scale        # w_i = scale > 0: z_i = 0 (f_i stays f0_i), no coupling
+    # the pyramid rows (every contact: mu = inf is capped, MU_INF_CAP); a sliding
+    # contact's also reversed (the pyramid tight)
+    nsl = n5 + 2 * ne + ka
+    for i in range(ka):
+        k = n5 + 2 * ne + i
+        self.r[k] = scale
+        if not self.free5[i]:        # its normal force is fixed: so are its tangents (above)
             continue
+        self.r[k] = 0.0
         s = _mu_eff(self, i) * scale
         self.Q[k * n + i] = s
         self.Q[i * n + k] = -s
         for rc in range(1, 5):
             self.Q[k * n + rc * ka + i] = -scale
             self.Q[(rc * ka + i) * n + k] = scale
-        self.r[k] = 0.0
+        if self.w1[n5 + i] > tol:
+            k = nsl
+            nsl += 1
+            self.r[k] = 0.0
+            self.Q[k * n + i] = -s
+            self.Q[i * n + k] = s
+            for rc in range(1, 5):
+                self.Q[k * n + rc * ka + i] = scale
+                self.Q[(rc * ka + i) * n + k] = -scale
     eps = 0.0
     if lemke_ladder_c(n, self.Q, self.r, self.z, self.w, self.T, self.basis, &eps, &piv,
                       &res) != 0:
@@ -1081,7 +1140,8 @@ cdef int _qp(CIDCore self, int stage2) noexcept nogil:
         return OK
     self.iterations += piv
     self.stage2 = 1
-    memcpy(self.f, self.z, n5 * sizeof(double))
+    for j in range(n5):
+        self.f[j] = self.z[j] if self.free5[j] else self.f0[j]
     _base_from_forces(self)
     return OK
 

@@ -1,4 +1,5 @@
-"""Seed 003's closed-loop trot over seconds of simulated time: the Coulomb-LCP ID predicts
+"""Seed 003's closed-loop trot over seconds of simulated time: the Coulomb-LCP ID and the
+two-stage QP predict
 the rigid simulator's normal forces (the paper's setup: Lemke on the same pyramid LCP,
 ideal joints), and true mu = inf on rigid ground does not make it fall."""
 
@@ -35,3 +36,27 @@ def test_trot_at_true_infinite_friction_on_rigid_ground_does_not_fall():
     assert out["fell"] == 0.0
     assert out["distance_m"] > 0.25
     assert out["force_err_pct"] < 10.0
+
+
+def test_qp_mu_predicts_the_rigid_simulators_normal_forces_within_12_percent():
+    # the issue's goal (the paper: 12.5 %); measured 1.6 % over 2 s.  Before Stage I
+    # kept normal complementarity and Stage II stayed on Stage I's optimal face it was
+    # 40 % (the loaded feet differed from the simulator's on 70 % of the ticks)
+    trace = []
+    out = run_case(Case("rigid", 0.1, "qp_mu"), 2.0, trace=trace)
+    assert out["fell"] == 0.0 and out["id_failures"] == 0.0
+    assert out["distance_m"] > 0.25
+    assert out["force_err_pct"] < 12.0
+    assert {2, 4} <= {int(t["stance"].sum()) for t in trace}
+    # per tick, the feet the QP loads are the feet the simulator loads on nearly every tick
+    # (touchdown and lift-off ticks excepted)
+    ticks = [t for t in trace if t["pred"] is not None]
+    differ = sum(bool(((t["pred"] > 1e-3) != (t["actual"] > 1e-3)).any()) for t in ticks)
+    assert differ < 0.1 * len(ticks)
+
+
+def test_qp_mu_at_true_infinite_friction_on_rigid_ground_does_not_fall():
+    out = run_case(Case("rigid", math.inf, "qp_mu"), 2.0)
+    assert out["fell"] == 0.0 and out["id_failures"] == 0.0
+    assert out["distance_m"] > 0.25
+    assert out["force_err_pct"] < 12.0
