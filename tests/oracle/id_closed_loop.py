@@ -35,10 +35,10 @@ ARMATURE = simulator_servo_model().armature_kg_m2
 
 def _stand(urdf, model):
     if urdf == HUMANOID:
-        import yaml
+        from servoloop.controller.config import builtin_config
+        from servoloop.controller.simulation_config import standing_pose
 
-        with open(urdf.replace(".urdf", ".yaml")) as fh:
-            pose = yaml.safe_load(fh)["controller"]["params"]["pose"]
+        pose = standing_pose(builtin_config("humanoid"))
         return np.array([pose.get(n, 0.0) for n in model.joint_names[1:]])
     return stand_goals(urdf)
 

@@ -6,7 +6,6 @@ simulator (rigid mode) provides consistent states and accelerations.
 
 import numpy as np
 import pytest
-import yaml
 
 from servoloop.core_cy import inverse_dynamics as ID
 from servoloop.core_cy.dynamics._dynamics import Data, Model, rnea
@@ -366,8 +365,11 @@ def test_humanoid_box_feet_standing():
     data = Data(model)
     pts = contact_points_from_urdf(HUMANOID, links=("l_foot", "r_foot"))   # 8 corners per foot
     sim = Simulator.from_urdf(HUMANOID, SimConfig(mode="rigid"))
-    pose = yaml.safe_load(open(HUMANOID.replace(".urdf", ".yaml")))["controller"]["params"]["pose"]
-    sim.reset(np.array([pose[n] for n in model.joint_names[1:]]), clearance=0.0)
+    from servoloop.controller.config import builtin_config
+    from servoloop.controller.simulation_config import standing_pose
+
+    pose = standing_pose(builtin_config("humanoid"))
+    sim.reset(np.array([pose.get(n, 0.0) for n in model.joint_names[1:]]), clearance=0.0)
     z = np.zeros(model.nv)
     gap = ID.build_problem(model, data, sim.q, z, z, pts, margin=1.0).gap
     top = gap > 0.002                               # the 3 mm sole's upper corners
