@@ -87,18 +87,22 @@ def _learn(args) -> int:
         raise RomInputError(f"--step {args.step}: must lie in (0, 1)")
     runner = _runner(args)
     t0 = time.perf_counter()
+
+    def save(res, theta, done: int) -> None:
+        # a checkpoint after iteration k is what "--iterations k" writes (learn's on_iteration)
+        command = _learn_command(args, done)
+        info = {"costs": res.costs, "costs_no_tau": res.costs_no_tau, "seed": args.seed,
+                "iterations": done, "step": args.step, "command": command,
+                "iteration_times_s": res.times_s, "failures": res.failures, "steps": res.steps}
+        save_model(args.out, args.model, theta, **info)
+
     try:
         with Progress(args.iterations, desc=f"rom learn {args.model}", unit="iterations") as prog:
             res = learn(args.model, args.iterations, runner, seed=args.seed, step=args.step,
-                        progress=prog)
+                        progress=prog, on_iteration=save)
     finally:
         runner.close()
-    command = " ".join(["servoloop rom learn", *sys.argv[3:]]) if sys.argv[1:3] == ["rom", "learn"] \
-        else f"servoloop rom learn --model {args.model} --iterations {args.iterations} --seed {args.seed}"
-    info = {"costs": res.costs, "costs_no_tau": res.costs_no_tau, "seed": args.seed,
-            "iterations": args.iterations, "step": args.step, "command": command,
-            "iteration_times_s": res.times_s, "failures": res.failures}
-    save_model(args.out, args.model, res.theta, **info)
+    save(res, res.theta, args.iterations)
     if args.plot:
         from servoloop.locomotion.plots import plot_learning_curve
 
@@ -115,6 +119,15 @@ def _learn(args) -> int:
             print(f"iteration {i}: mean J/J_full {c:.4f}")
         print(f"wrote {args.out}")
     return 0
+
+
+def _learn_command(args, iterations: int) -> str:
+    """The ``rom learn`` command line that gives this run's result after ``iterations``."""
+    words = ["servoloop rom learn", f"--model {args.model}", f"--iterations {iterations}",
+             f"--out {args.out}", f"--seed {args.seed}"]
+    if args.step != 1e-2:
+        words.append(f"--step {args.step:g}")
+    return " ".join(words)
 
 
 def _evaluate(args) -> int:

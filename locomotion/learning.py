@@ -133,12 +133,16 @@ class LearnResult:
 
 
 def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-2,
-          grid: int = 3, progress=None, theta_init=None) -> LearnResult:
+          grid: int = 3, progress=None, theta_init=None, on_iteration=None) -> LearnResult:
     """Run ``iterations`` outer iterations of Algorithm 1 for the ``kind`` ("2d"/"4d") model.
 
     ``runner``: from :func:`servoloop.locomotion.runner.make_runner`.  ``step``: the
     length of each theta step.  ``progress``: a :class:`servoloop.progress.Progress` or None.
     The last entry of ``costs`` is measured at the final theta (iterations + 1 entries).
+    ``on_iteration(result, theta, it)``: called once the costs of iteration ``it`` (at
+    ``theta``) are known; what it sees is exactly what a run of ``it`` iterations returns
+    (the sampling and the solves are sequential and seeded), so a checkpoint written there
+    is the result of that shorter run.
     """
     spec = ROM_SPECS[kind]
     rng = np.random.default_rng(seed)
@@ -174,6 +178,9 @@ def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-2,
         res.steps.append(step)
         if progress is not None:
             progress.set(it, note=f"J/J_full {res.costs[-1]:.3f}")
+        if on_iteration is not None:
+            res.theta = theta
+            on_iteration(res, theta, it)
         if it == iterations:
             res.times_s.append(time.perf_counter() - t0)
             break
