@@ -21,7 +21,6 @@ BENCHMARKS = {
     "startup": "wall time of `servoloop --help` / `servoloop status` vs `import numpy`",
     "live": "tick work with the Foxglove live view (and a subscribed client) vs without",
     "estimator": "base estimator (IMU + leg kinematics) CPU per tick vs the tick period",
-    "rom": "walking-model checks on the 3x3 task grid: collocation defect, LIP cost (needs casadi)",
 }
 
 

@@ -43,6 +43,16 @@ def register(sub) -> None:
     # "--inclines -0.08,0,0.08": argparse takes a word starting with "-" for an option unless
     # it looks like one negative number; let it see a comma-separated list of numbers too
     ep._negative_number_matcher = re.compile(r"^-\d*\.?\d+(e[-+]?\d+)?(,[-+]?\d*\.?\d+(e[-+]?\d+)?)*$")
+    kp = rsub.add_parser("check", help="collocation accuracy and LIP feasibility on the 3x3 task grid")
+    kp.add_argument("--roms", default="2d,4d",
+                    help="ROMs checked at the LIP, comma-separated, or 'none' (default 2d,4d)")
+    kp.add_argument("--json", action="store_true", help="print the benchmark JSON form")
+    kp.set_defaults(func=_guard(_check))
+    cp = rsub.add_parser("curve", help="plot the learning curves stored in model files")
+    cp.add_argument("--models", default="builtin:five_link_2d,builtin:five_link_4d",
+                    help="model files or builtin: names, comma-separated (default both built-ins)")
+    cp.add_argument("--plot", required=True, metavar="PNG", help="image to write")
+    cp.set_defaults(func=_guard(_curve))
     pp = rsub.add_parser("plan", help="plan a walk of DISTANCE metres in STRIDES strides")
     pp.add_argument("--model", default="builtin:five_link_4d")
     pp.add_argument("--distance", type=float, default=2.0, help="metres (default 2)")
@@ -155,6 +165,33 @@ def _evaluate(args) -> int:
         lip = "-" if r["anchor"] is None else f"{r['anchor']:.4f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
         print(f"{r['case']:<28}{ours:>10}{lip:>10}{ratio:>8}")
+    return 0
+
+
+def _check(args) -> int:
+    from servoloop.locomotion.grid_check import grid_check, parse_roms
+    from servoloop.progress import Progress
+
+    roms = parse_roms(args.roms)
+    with Progress(9, desc="rom check", unit="tasks") as prog:
+        rep = grid_check(roms, progress=prog)
+    if args.json:
+        print(json.dumps(rep))
+        return 0
+    print(f"{'case':<24}{'metric':<24}{'ours':>12}{'anchor':>10}")
+    for r in rep["rows"]:
+        ours = "infeasible" if r["ours"] is None else f"{r['ours']:.3g}"
+        print(f"{r['case']:<24}{r['metric']:<24}{ours:>12}{r['anchor']:>10.3g}")
+    return 0
+
+
+def _curve(args) -> int:
+    from servoloop.locomotion.model_file import load_model
+    from servoloop.locomotion.plots import plot_learning_curves
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    plot_learning_curves({n: load_model(n) for n in names}, args.plot)
+    print(f"wrote {args.plot}")
     return 0
 
 
