@@ -29,6 +29,8 @@ def register(sub) -> None:
     lp.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
     lp.add_argument("--step", type=float, default=1e-2,
                     help="length of the first Theta_d step (Theta_e: 1 %% of it; default 0.01)")
+    lp.add_argument("--embedding-ratio", type=float, default=1e-2,
+                    help="the embedding's step as a fraction of the dynamics' step (default 0.01)")
     lp.add_argument("--plot", default=None, metavar="PNG", help="plot the learning curve")
     lp.add_argument("--json", action="store_true", help="end with one JSON object")
     lp.set_defaults(func=_guard(_learn))
@@ -95,6 +97,8 @@ def _learn(args) -> int:
         raise RomInputError(f"--iterations {args.iterations}: must be >= 0")
     if not 0 < args.step < 1:
         raise RomInputError(f"--step {args.step}: must lie in (0, 1)")
+    if not 0 <= args.embedding_ratio <= 1:
+        raise RomInputError(f"--embedding-ratio {args.embedding_ratio}: must lie in [0, 1]")
     runner = _runner(args)
     t0 = time.perf_counter()
 
@@ -102,14 +106,15 @@ def _learn(args) -> int:
         # a checkpoint after iteration k is what "--iterations k" writes (learn's on_iteration)
         command = _learn_command(args, done)
         info = {"costs": res.costs, "costs_no_tau": res.costs_no_tau, "seed": args.seed,
-                "iterations": done, "step": args.step, "command": command,
+                "iterations": done, "step": args.step, "embedding_ratio": args.embedding_ratio,
+                "command": command,
                 "iteration_times_s": res.times_s, "failures": res.failures, "steps": res.steps}
         save_model(args.out, args.model, theta, **info)
 
     try:
         with Progress(args.iterations, desc=f"rom learn {args.model}", unit="iterations") as prog:
             res = learn(args.model, args.iterations, runner, seed=args.seed, step=args.step,
-                        progress=prog, on_iteration=save)
+                        progress=prog, on_iteration=save, embedding_ratio=args.embedding_ratio)
     finally:
         runner.close()
     save(res, res.theta, args.iterations)
@@ -137,6 +142,8 @@ def _learn_command(args, iterations: int) -> str:
              f"--out {args.out}", f"--seed {args.seed}"]
     if args.step != 1e-2:
         words.append(f"--step {args.step:g}")
+    if args.embedding_ratio != 1e-2:
+        words.append(f"--embedding-ratio {args.embedding_ratio:g}")
     return " ".join(words)
 
 

@@ -37,6 +37,7 @@ def test_gradient_points_downhill_for_a_small_step():
     task = Task(0.4, 0.0)
     th = theta0(ROM_SPECS["4d"])
     sol = P.solve(task, th, w0=P.pack(F.unpack(F.solve(task).w)))
+    sol = P.solve(task, th, w0=sol.w, lam=(sol.lam_g, sol.lam_x))    # re-solved, as learn() does
     # from the solution's own primal-dual point: the same local optimum, moved.  J is steep and
     # curved (|grad| ~1.5e5): a 1e-6 step falls by the first-order amount to 0.2 %, a 1e-5 step
     # here already climbs again (+6.3)

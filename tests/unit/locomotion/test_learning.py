@@ -78,7 +78,9 @@ def test_processes_give_the_same_result_as_in_process(serial_run):
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
-    assert res.costs == serial_run.costs
+    # the costs measured after the step agree to the last digits only (seen at 21 knots:
+    # 8.712130046652439 vs ...41): each process's solvers carry their own history of solves
+    np.testing.assert_allclose(res.costs, serial_run.costs, rtol=1e-12, atol=0)
 
 
 def test_ray_gives_the_same_result_as_in_process(serial_run):
@@ -91,4 +93,4 @@ def test_ray_gives_the_same_result_as_in_process(serial_run):
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
-    assert res.costs == serial_run.costs
+    np.testing.assert_allclose(res.costs, serial_run.costs, rtol=1e-12, atol=0)
