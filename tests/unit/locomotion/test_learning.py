@@ -79,7 +79,8 @@ def test_processes_give_the_same_result_as_in_process(serial_run):
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
     # the costs measured after the step agree to the last digits only (seen at 21 knots:
-    # 8.712130046652439 vs ...41): each process's solvers carry their own history of solves
+    # 8.712130046652439 vs ...41), probably because each process's solvers carry their own
+    # history of solves (not confirmed); theta, from the same solves' gradients, is equal
     np.testing.assert_allclose(res.costs, serial_run.costs, rtol=1e-12, atol=0)
 
 
