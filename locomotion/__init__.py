@@ -6,7 +6,10 @@ One module per concept: :mod:`.five_link` (the planar biped, M0),
 ROM-constrained trajectory optimisation, M1-M2), :mod:`.learning` (the
 bilevel outer loop, M3), :mod:`.runner` (plain processes or Ray),
 :mod:`.model_file` (saved and built-in models), :mod:`.evaluate`,
-:mod:`.planner` (M4) and :mod:`.cli` (``servoloop rom``).  Nothing is
+:mod:`.checks` and :mod:`.grid_check` (A4/A5 on a solved step and on the
+task grid), :mod:`.sensitivity` (the paper's KKT gradient, checked against
+the envelope gradient), :mod:`.planner` (M4), :mod:`.plots` and :mod:`.cli`
+(``servoloop rom``).  Nothing is
 imported here: casadi is heavy and only the ``rom`` commands need it.
 """
 

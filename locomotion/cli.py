@@ -29,6 +29,8 @@ def register(sub) -> None:
     lp.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
     lp.add_argument("--step", type=float, default=1e-2,
                     help="length of the first Theta_d step (Theta_e: 1 %% of it; default 0.01)")
+    lp.add_argument("--embedding-ratio", type=float, default=1e-2,
+                    help="the embedding's step as a fraction of the dynamics' step (default 0.01)")
     lp.add_argument("--plot", default=None, metavar="PNG", help="plot the learning curve")
     lp.add_argument("--json", action="store_true", help="end with one JSON object")
     lp.set_defaults(func=_guard(_learn))
@@ -43,6 +45,16 @@ def register(sub) -> None:
     # "--inclines -0.08,0,0.08": argparse takes a word starting with "-" for an option unless
     # it looks like one negative number; let it see a comma-separated list of numbers too
     ep._negative_number_matcher = re.compile(r"^-\d*\.?\d+(e[-+]?\d+)?(,[-+]?\d*\.?\d+(e[-+]?\d+)?)*$")
+    kp = rsub.add_parser("check", help="collocation accuracy and LIP feasibility on the 3x3 task grid")
+    kp.add_argument("--roms", default="2d,4d",
+                    help="ROMs checked at the LIP, comma-separated, or 'none' (default 2d,4d)")
+    kp.add_argument("--json", action="store_true", help="print the benchmark JSON form")
+    kp.set_defaults(func=_guard(_check))
+    cp = rsub.add_parser("curve", help="plot the learning curves stored in model files")
+    cp.add_argument("--models", default="builtin:five_link_2d,builtin:five_link_4d",
+                    help="model files or builtin: names, comma-separated (default both built-ins)")
+    cp.add_argument("--plot", required=True, metavar="PNG", help="image to write")
+    cp.set_defaults(func=_guard(_curve))
     pp = rsub.add_parser("plan", help="plan a walk of DISTANCE metres in STRIDES strides")
     pp.add_argument("--model", default="builtin:five_link_4d")
     pp.add_argument("--distance", type=float, default=2.0, help="metres (default 2)")
@@ -85,20 +97,27 @@ def _learn(args) -> int:
         raise RomInputError(f"--iterations {args.iterations}: must be >= 0")
     if not 0 < args.step < 1:
         raise RomInputError(f"--step {args.step}: must lie in (0, 1)")
+    if not 0 <= args.embedding_ratio <= 1:
+        raise RomInputError(f"--embedding-ratio {args.embedding_ratio}: must lie in [0, 1]")
     runner = _runner(args)
     t0 = time.perf_counter()
+
+    def save(res, theta, done: int) -> None:
+        # a checkpoint after iteration k is what "--iterations k" writes (learn's on_iteration)
+        command = _learn_command(args, done)
+        info = {"costs": res.costs, "costs_no_tau": res.costs_no_tau, "seed": args.seed,
+                "iterations": done, "step": args.step, "embedding_ratio": args.embedding_ratio,
+                "command": command,
+                "iteration_times_s": res.times_s, "failures": res.failures, "steps": res.steps}
+        save_model(args.out, args.model, theta, **info)
+
     try:
         with Progress(args.iterations, desc=f"rom learn {args.model}", unit="iterations") as prog:
             res = learn(args.model, args.iterations, runner, seed=args.seed, step=args.step,
-                        progress=prog)
+                        progress=prog, on_iteration=save, embedding_ratio=args.embedding_ratio)
     finally:
         runner.close()
-    command = " ".join(["servoloop rom learn", *sys.argv[3:]]) if sys.argv[1:3] == ["rom", "learn"] \
-        else f"servoloop rom learn --model {args.model} --iterations {args.iterations} --seed {args.seed}"
-    info = {"costs": res.costs, "costs_no_tau": res.costs_no_tau, "seed": args.seed,
-            "iterations": args.iterations, "step": args.step, "command": command,
-            "iteration_times_s": res.times_s, "failures": res.failures}
-    save_model(args.out, args.model, res.theta, **info)
+    save(res, res.theta, args.iterations)
     if args.plot:
         from servoloop.locomotion.plots import plot_learning_curve
 
@@ -115,6 +134,17 @@ def _learn(args) -> int:
             print(f"iteration {i}: mean J/J_full {c:.4f}")
         print(f"wrote {args.out}")
     return 0
+
+
+def _learn_command(args, iterations: int) -> str:
+    """The ``rom learn`` command line that gives this run's result after ``iterations``."""
+    words = ["servoloop rom learn", f"--model {args.model}", f"--iterations {iterations}",
+             f"--out {args.out}", f"--seed {args.seed}"]
+    if args.step != 1e-2:
+        words.append(f"--step {args.step:g}")
+    if args.embedding_ratio != 1e-2:
+        words.append(f"--embedding-ratio {args.embedding_ratio:g}")
+    return " ".join(words)
 
 
 def _evaluate(args) -> int:
@@ -142,6 +172,33 @@ def _evaluate(args) -> int:
         lip = "-" if r["anchor"] is None else f"{r['anchor']:.4f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
         print(f"{r['case']:<28}{ours:>10}{lip:>10}{ratio:>8}")
+    return 0
+
+
+def _check(args) -> int:
+    from servoloop.locomotion.grid_check import grid_check, parse_roms
+    from servoloop.progress import Progress
+
+    roms = parse_roms(args.roms)
+    with Progress(9, desc="rom check", unit="tasks") as prog:
+        rep = grid_check(roms, progress=prog)
+    if args.json:
+        print(json.dumps(rep))
+        return 0
+    print(f"{'case':<24}{'metric':<24}{'ours':>12}{'anchor':>10}")
+    for r in rep["rows"]:
+        ours = "infeasible" if r["ours"] is None else f"{r['ours']:.3g}"
+        print(f"{r['case']:<24}{r['metric']:<24}{ours:>12}{r['anchor']:>10.3g}")
+    return 0
+
+
+def _curve(args) -> int:
+    from servoloop.locomotion.model_file import load_model
+    from servoloop.locomotion.plots import plot_learning_curves
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    plot_learning_curves({n: load_model(n) for n in names}, args.plot)
+    print(f"wrote {args.plot}")
     return 0
 
 

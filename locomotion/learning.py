@@ -34,7 +34,9 @@ SPEED_RANGE = (0.27, 0.54)        #: m/s (paper, five-link)
 MAX_HALVINGS = 5
 #: the embedding's step relative to the dynamics' step: J is ~100x steeper and far more
 #: curved in Theta_e than in Theta_d (a 0.03 step along the Theta_d gradient cut J/J_full by a
-#: third on a flat 0.4 m/s task; a 0.003 step along Theta_e's raised it by half)
+#: third on a flat 0.4 m/s task; a 0.003 step along Theta_e's raised it by half).  At 21 knots
+#: the 4D model's J rises along -grad_e from a 6e-6 step on (an active-set kink between 1e-6
+#: and 1e-5), so its run takes ``--embedding-ratio 1e-4``
 EMBEDDING_STEP_RATIO = 0.01
 INCLINE_RANGE = (-0.08, 0.08)     #: rad
 
@@ -97,11 +99,11 @@ def resolve_task(kind: str, theta: np.ndarray, task: Task, warm: np.ndarray, ful
             "w": sol.w if ok else warm, "time_s": time.perf_counter() - t0}
 
 
-def _direction(spec: RomSpec, grad: np.ndarray) -> np.ndarray:
-    """Minus the gradient, each block (Theta_e, Theta_d) normalised, Theta_e's scaled down."""
+def _direction(spec: RomSpec, grad: np.ndarray, ratio: float = EMBEDDING_STEP_RATIO) -> np.ndarray:
+    """Minus the gradient, each block (Theta_e, Theta_d) normalised, Theta_e's scaled by ``ratio``."""
     n = spec.n_theta_e
     ge, gd = grad[:n], grad[n:]
-    return -np.concatenate([EMBEDDING_STEP_RATIO * ge / max(np.linalg.norm(ge), 1e-300),
+    return -np.concatenate([ratio * ge / max(np.linalg.norm(ge), 1e-300),
                             gd / max(np.linalg.norm(gd), 1e-300)])
 
 
@@ -133,12 +135,18 @@ class LearnResult:
 
 
 def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-2,
-          grid: int = 3, progress=None, theta_init=None) -> LearnResult:
+          grid: int = 3, progress=None, theta_init=None, on_iteration=None,
+          embedding_ratio: float = EMBEDDING_STEP_RATIO) -> LearnResult:
     """Run ``iterations`` outer iterations of Algorithm 1 for the ``kind`` ("2d"/"4d") model.
 
     ``runner``: from :func:`servoloop.locomotion.runner.make_runner`.  ``step``: the
-    length of each theta step.  ``progress``: a :class:`servoloop.progress.Progress` or None.
+    length of each theta step (Theta_d's block; Theta_e's is ``embedding_ratio`` times it).
+    ``progress``: a :class:`servoloop.progress.Progress` or None.
     The last entry of ``costs`` is measured at the final theta (iterations + 1 entries).
+    ``on_iteration(result, theta, it)``: called once the costs of iteration ``it`` (at
+    ``theta``) are known; what it sees is exactly what a run of ``it`` iterations returns
+    (the sampling and the solves are sequential and seeded), so a checkpoint written there
+    is the result of that shorter run.
     """
     spec = ROM_SPECS[kind]
     rng = np.random.default_rng(seed)
@@ -174,11 +182,14 @@ def learn(kind: str, iterations: int, runner, seed: int = 0, step: float = 1e-2,
         res.steps.append(step)
         if progress is not None:
             progress.set(it, note=f"J/J_full {res.costs[-1]:.3f}")
+        if on_iteration is not None:
+            res.theta = theta
+            on_iteration(res, theta, it)
         if it == iterations:
             res.times_s.append(time.perf_counter() - t0)
             break
         grad = np.mean([r["grad"] / r["full"] for r in ok], axis=0)
-        direction = _direction(spec, grad)
+        direction = _direction(spec, grad, embedding_ratio)
         before = theta
         theta, next_step, searched = _line_search(kind, spec, theta, direction, step, ok, runner)
         if searched is not None:

@@ -22,13 +22,14 @@ import numpy as np
 
 from servoloop.locomotion.collocation import midpoint
 from servoloop.locomotion.errors import RomInputError
-from servoloop.locomotion.features import ROM_SPECS, phi_d, phi_e
+from servoloop.locomotion.features import ROM_SPECS, phi_d, phi_e, theta0
 from servoloop.locomotion.five_link import HIP_LIMITS, KNEE_LIMITS, five_link
 from servoloop.locomotion.task import DURATION, Task
 
-__all__ = ["plan", "inverse_kinematics", "KNOTS_PER_STRIDE"]
+__all__ = ["plan", "inverse_kinematics", "KNOTS_PER_STRIDE", "CONTINUATION_STEPS"]
 
 KNOTS_PER_STRIDE = 9
+CONTINUATION_STEPS = 4  #: steps from the LIP to the learned model when a direct solve fails
 IMPULSE = True       # the touchdown impulse in the friction cone
 STEP_WEIGHT = 100.0  #: weight of the steps' deviation from distance / strides [1/m^2]
 _LO = np.array([-1.0, HIP_LIMITS[0], HIP_LIMITS[0], KNEE_LIMITS[0], KNEE_LIMITS[0]])
@@ -36,10 +37,17 @@ _HI = np.array([1.0, HIP_LIMITS[1], HIP_LIMITS[1], KNEE_LIMITS[1], KNEE_LIMITS[1
 
 
 def _embedding(spec, theta):
+    """(r(q, v) -> (y, yd), Theta_d) for ``theta`` numeric or symbolic (an Opti parameter)."""
     q, v = ca.SX.sym("q", 5), ca.SX.sym("v", 5)
-    te, td = spec.split(theta)
+    th = ca.SX.sym("th", spec.n_theta)
+    te, _ = spec.split(th)
     pe = phi_e(q)
-    return ca.Function("r", [q, v], [te @ pe, te @ ca.jacobian(pe, q) @ v]), td
+    fn = ca.Function("r", [q, v, th], [te @ pe, te @ ca.jacobian(pe, q) @ v])
+    _, td = spec.split(theta)
+
+    def r(qq, vv):
+        return fn(qq, vv, theta)
+    return r, td
 
 
 def _start_state(distance: float, strides: int):
@@ -68,14 +76,17 @@ def plan(model: dict, distance: float, strides: int) -> dict:
     if spec.n_tau == 0:
         raise RomInputError("rom plan: needs a 4d model (the swing foot is part of the plan)")
     m = five_link()
-    r, td = _embedding(spec, model["theta"])
+    theta = np.asarray(model["theta"], dtype=float)
+    r_num, _ = _embedding(spec, theta)
+    opti = ca.Opti()
+    TH = opti.parameter(spec.n_theta)
+    r, td = _embedding(spec, TH)
     qs_guess, vs_guess = _start_state(distance, strides)
     q0, v0 = qs_guess[0], vs_guess[0]
     idx = np.linspace(0, len(qs_guess) - 1, KNOTS_PER_STRIDE).round().astype(int)
-    y_guess = np.array([np.array(r(qs_guess[i], vs_guess[i])[0]).ravel() for i in idx])
-    yd_guess = np.array([np.array(r(qs_guess[i], vs_guess[i])[1]).ravel() for i in idx])
+    y_guess = np.array([np.array(r_num(qs_guess[i], vs_guess[i])[0]).ravel() for i in idx])
+    yd_guess = np.array([np.array(r_num(qs_guess[i], vs_guess[i])[1]).ravel() for i in idx])
     K, ny = KNOTS_PER_STRIDE, spec.n_y
-    opti = ca.Opti()
     Y = [opti.variable(K, ny) for _ in range(strides)]
     YD = [opti.variable(K, ny) for _ in range(strides)]
     TAU = [opti.variable(K, spec.n_tau) for _ in range(strides)]
@@ -133,12 +144,7 @@ def plan(model: dict, distance: float, strides: int) -> dict:
     opti.solver("ipopt", {"expand": True, "print_time": False},
                 {"print_level": 0, "sb": "yes", "max_iter": 3000, "tol": 1e-8})
     t0 = time.perf_counter()
-    try:
-        sol = opti.solve()
-        ok = True
-    except RuntimeError:
-        sol, ok = opti.debug, False
-    status = opti.stats()["return_status"]
+    sol, ok, status = _solve_with_continuation(opti, TH, theta0(spec), theta)
     elapsed = time.perf_counter() - t0
     y = np.array([sol.value(Y[j]) for j in range(strides)]).reshape(strides, K, ny)
     qm = np.array([sol.value(QM[j]) for j in range(strides)])
@@ -150,6 +156,33 @@ def plan(model: dict, distance: float, strides: int) -> dict:
             "ik_error": float(err), "within_limits": within,
             "steps": [float(sol.value(s)) for s in steps],
             "durations": list(T)}
+
+
+def _try(opti):
+    try:
+        sol, ok = opti.solve(), True
+    except RuntimeError:
+        sol, ok = opti.debug, False
+    return sol, ok, opti.stats()["return_status"]
+
+
+def _solve_with_continuation(opti, param, th0, theta):
+    """Solve at ``theta``; failing that, at the LIP ``th0`` and then along th0 -> theta.
+
+    A learned model far from the LIP can leave the heuristic start outside
+    IPOPT's reach; the LIP plan always is within it, and each of
+    ``CONTINUATION_STEPS`` steps starts from the previous plan.
+    """
+    opti.set_value(param, theta)
+    sol, ok, status = _try(opti)
+    for k in range(CONTINUATION_STEPS + 1) if not ok else ():
+        if k:
+            opti.set_initial(sol.value_variables())
+        opti.set_value(param, th0 + (theta - th0) * k / CONTINUATION_STEPS)
+        sol, ok, status = _try(opti)
+        if not ok:
+            break
+    return sol, ok, status
 
 
 def inverse_kinematics(spec, theta, y: np.ndarray, q_end: np.ndarray):

@@ -6,7 +6,7 @@ import numpy as np
 
 from servoloop.locomotion.errors import RomInputError
 
-__all__ = ["plot_learning_curve", "plot_gait"]
+__all__ = ["plot_learning_curve", "plot_learning_curves", "plot_gait"]
 
 
 def _pyplot():
@@ -33,6 +33,38 @@ def plot_learning_curve(costs, costs_no_tau, path: str, title: str = "") -> None
     ax.set_title(title or "learning curve")
     ax.grid(alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_learning_curves(models: dict, path: str) -> None:
+    """One panel per model, as the paper's Fig. 5: mean J / J_full of each iteration's tasks.
+
+    Parameters
+    ----------
+    models : title -> model dict (from :func:`~servoloop.locomotion.model_file.load_model`),
+        each with ``costs`` and optionally ``costs_no_tau``
+    path : PNG to write
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)
+    for ax, (title, model) in zip(axes[0], models.items(), strict=True):
+        costs = model.get("costs") or []
+        if not costs:
+            raise RomInputError(f"model {title!r}: holds no learning curve ('costs' is empty)")
+        it = np.arange(len(costs))
+        ax.plot(it, costs, "o-", ms=3, label="J / J_full")
+        no_tau = model.get("costs_no_tau")
+        if no_tau is not None and not np.allclose(costs, no_tau):
+            ax.plot(it, no_tau, "s--", ms=3, label="without the tau cost")
+        ax.axhline(1.0, color="k", lw=0.6, ls=":")        # the full-order bound
+        ax.set_xlabel("outer iteration")
+        ax.set_ylabel("mean normalised cost")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{title} ({model.get('model', '?')})")
+        ax.grid(alpha=0.3)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

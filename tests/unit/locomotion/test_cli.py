@@ -25,6 +25,9 @@ from servoloop.cli import main  # noqa: E402
       "--inclines", "-0.08,0,0.08"], "task speed 9.0 m/s"),
     (["rom", "learn", "--model", "2d", "--iterations", "-1", "--out", "x.json"], "--iterations -1"),
     (["rom", "plan", "--strides", "11"], "--strides 11: must lie in 1..10"),
+    (["rom", "check", "--roms", "2d,3d"], "--roms: '3d' is not a ROM"),
+    (["rom", "curve", "--models", "builtin:five_link_2d,nope.json", "--plot", "x.png"],
+     "model file 'nope.json': not found"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
@@ -50,3 +53,17 @@ def test_evaluate_prints_the_benchmark_form(capsys):
     assert row["ours"] >= 1.0 and row["anchor"] >= 1.0          # J_full bounds both
     assert row["ratio"] == pytest.approx(row["ours"] / row["anchor"])
     assert row["ratio"] < 0.95           # A7 on one held-out task: the shipped model beats the LIP
+
+
+def test_curve_plots_the_stored_learning_curves(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "curve.png"
+    assert main(["rom", "curve", "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    empty = tmp_path / "m.json"
+    from servoloop.locomotion.features import ROM_SPECS, theta0
+
+    model = {"format": "servoloop-rom/1", "model": "2d", "theta": list(theta0(ROM_SPECS["2d"])), "costs": []}
+    empty.write_text(json.dumps(model))
+    assert main(["rom", "curve", "--models", str(empty), "--plot", str(out)]) == 2
+    assert "holds no learning curve" in capsys.readouterr().err

@@ -37,5 +37,38 @@ def test_gradient_points_downhill_for_a_small_step():
     task = Task(0.4, 0.0)
     th = theta0(ROM_SPECS["4d"])
     sol = P.solve(task, th, w0=P.pack(F.unpack(F.solve(task).w)))
-    step = P.solve(task, th - 1e-5 * sol.grad / np.linalg.norm(sol.grad), w0=sol.w)
+    sol = P.solve(task, th, w0=sol.w, lam=(sol.lam_g, sol.lam_x))    # re-solved, as learn() does
+    # from the solution's own primal-dual point: the same local optimum, moved.  J is steep and
+    # curved (|grad| ~1.5e5): a 1e-6 step falls by the first-order amount to 0.2 %, a 1e-5 step
+    # here already climbs again (+6.3)
+    step = P.solve(task, th - 1e-6 * sol.grad / np.linalg.norm(sol.grad), w0=sol.w,
+                   lam=(sol.lam_g, sol.lam_x))
     assert step.success and step.cost < sol.cost
+    assert sol.cost - step.cost == pytest.approx(1e-6 * np.linalg.norm(sol.grad), rel=1e-2)
+
+
+@pytest.mark.parametrize("task", TASKS[:2], ids=lambda t: t.case)
+def test_paper_sensitivity_q_transpose_b_equals_g_transpose_nu(task):
+    """The paper's gradient (eqs. 9-11: Q^T b from the KKT system of the active set) equals
+    the envelope gradient G^T nu the learning uses (IPOPT's multipliers), digest A6: 1e-6."""
+    from servoloop.locomotion.sensitivity import kkt_gradient
+
+    P, F = problem("4d"), problem("full")
+    th = theta0(ROM_SPECS["4d"])
+    sol = P.solve(task, th, w0=P.pack(F.unpack(F.solve(task).w)))
+    assert sol.success
+    r = kkt_gradient(P, sol, th)
+    scale = np.linalg.norm(sol.grad)
+    assert scale > 0
+    # the kept active rows carry the solution's multipliers: b + F^T nu = 0, w~ = 0 at theta~ = 0
+    assert r["stationarity"] < 1e-6 * scale and r["primal_step"] < 1e-6
+    assert np.linalg.norm(r["grad"] - sol.grad) < 1e-6 * scale          # Q^T b = G^T nu(IPOPT)
+    assert np.linalg.norm(r["g_nu"] - sol.grad) < 1e-6 * scale          # nu(KKT) = nu(IPOPT) on G
+
+
+def test_paper_sensitivity_refuses_the_full_order_problem():
+    from servoloop.locomotion.sensitivity import kkt_gradient
+
+    F = problem("full")
+    with pytest.raises(ValueError, match="full-order"):
+        kkt_gradient(F, F.solve(TASKS[0]), np.zeros(3))

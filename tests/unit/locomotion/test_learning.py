@@ -39,8 +39,28 @@ def test_projection_keeps_the_embedding_rows_at_unit_norm():
 
 
 @pytest.fixture(scope="module")
-def serial_run():
-    return learn("4d", 1, SerialRunner(), seed=3, step=1e-2, grid=2)
+def serial_run_and_checkpoints():
+    seen = []
+    res = learn("4d", 1, SerialRunner(), seed=3, step=1e-2, grid=2,
+                on_iteration=lambda r, th, it: seen.append((it, th.copy(), list(r.costs))))
+    return res, seen
+
+
+@pytest.fixture(scope="module")
+def serial_run(serial_run_and_checkpoints):
+    return serial_run_and_checkpoints[0]
+
+
+def test_checkpoints_are_the_shorter_runs(serial_run_and_checkpoints):
+    """What on_iteration sees after iteration k is what a k-iteration run returns."""
+    res, seen = serial_run_and_checkpoints
+    assert [it for it, _, _ in seen] == [0, 1]
+    np.testing.assert_array_equal(seen[0][1], res.theta0)
+    np.testing.assert_array_equal(seen[1][1], res.theta)
+    assert seen[1][2] == res.costs
+    zero = learn("4d", 0, SerialRunner(), seed=3, step=1e-2, grid=2)
+    np.testing.assert_array_equal(zero.theta, seen[0][1])
+    assert zero.costs == seen[0][2]
 
 
 def test_one_outer_iteration_lowers_the_batch_cost(serial_run):
@@ -58,7 +78,10 @@ def test_processes_give_the_same_result_as_in_process(serial_run):
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
-    assert res.costs == serial_run.costs
+    # the costs measured after the step agree to the last digits only (seen at 21 knots:
+    # 8.712130046652439 vs ...41), probably because each process's solvers carry their own
+    # history of solves (not confirmed); theta, from the same solves' gradients, is equal
+    np.testing.assert_allclose(res.costs, serial_run.costs, rtol=1e-12, atol=0)
 
 
 def test_ray_gives_the_same_result_as_in_process(serial_run):
@@ -71,4 +94,4 @@ def test_ray_gives_the_same_result_as_in_process(serial_run):
     finally:
         runner.close()
     np.testing.assert_array_equal(res.theta, serial_run.theta)
-    assert res.costs == serial_run.costs
+    np.testing.assert_allclose(res.costs, serial_run.costs, rtol=1e-12, atol=0)
