@@ -250,7 +250,7 @@ class BalanceCore:
         On a solver failure the previous torques are kept (counted in :attr:`failures`).
         """
         r = self.robot
-        key = tuple(bool(s) for s in stance)
+        key = tuple(np.asarray(stance, dtype=bool).tolist())
         if key != self._warm_key:       # the warm start is per contact list
             self._warm.active = []
             self._warm_key = key
