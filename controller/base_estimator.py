@@ -118,6 +118,7 @@ class _Foot:
         self.vrel = np.zeros(3)       # its velocity rel. base, base axes
         self.anchor = np.zeros(2)     # world x, y where it touched down
         self._z = np.zeros(len(self.radius))
+        self.one_point = len(self.radius) == 1   # a ball foot: its sole is its one point (no reduction)
         self._w = np.zeros(3)
 
 
@@ -244,7 +245,7 @@ class BaseEstimator:
             np.dot(Rz, oR[b], out=f._w)
             np.dot(f.points, f._w, out=f._z)
             f._z -= f.radius
-            self._sole[i] = f._z.min() + Rz @ op[b]
+            self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
             # the foot point's velocity: spatial velocity (at the origin) moved to the point
             # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
             s0, s1, s2, s3, s4, s5 = vw[b].tolist()
@@ -383,9 +384,9 @@ class BaseEstimator:
         base.contact[:] = self._stance
         base.valid = True
         t = self.telemetry
-        t[0], t[1], t[2] = self.p
+        t[0:3] = self.p
         t[3], t[4], t[5] = quat_rpy(self.attitude.q)
-        t[6], t[7], t[8] = self.v
+        t[6:9] = self.v
         t[9], t[10], t[11] = w
         t[12] = 1.0
         t[13:] = self._stance
