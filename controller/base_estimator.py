@@ -118,6 +118,7 @@ class _Foot:
         self.vrel = np.zeros(3)       # its velocity rel. base, base axes
         self.anchor = np.zeros(2)     # world x, y where it touched down
         self._z = np.zeros(len(self.radius))
+        self.one_point = len(self.radius) == 1   # a ball foot: its sole is its one point (no reduction)
         self._w = np.zeros(3)
 
 
@@ -244,12 +245,13 @@ class BaseEstimator:
             np.dot(Rz, oR[b], out=f._w)
             np.dot(f.points, f._w, out=f._z)
             f._z -= f.radius
-            self._sole[i] = f._z.min() + Rz @ op[b]
+            self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
             # the foot point's velocity: spatial velocity (at the origin) moved to the point
-            s = vw[b]
-            f.vrel[0] = s[0] + s[4] * r[2] - s[5] * r[1]
-            f.vrel[1] = s[1] + s[5] * r[0] - s[3] * r[2]
-            f.vrel[2] = s[2] + s[3] * r[1] - s[4] * r[0]
+            # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
+            s0, s1, s2, s3, s4, s5 = vw[b].tolist()
+            r0, r1, r2 = r.tolist()
+            vr = f.vrel
+            vr[0], vr[1], vr[2] = s0 + s4 * r2 - s5 * r1, s1 + s5 * r0 - s3 * r2, s2 + s3 * r1 - s4 * r0
         low = self._sole.min()
         w = self._tmp
         for b, pts, rad, z in self._others:
@@ -264,11 +266,12 @@ class BaseEstimator:
         h = self.contact_height
         st = self._stance
         Rz, vz_max = self.R[2], self.contact_speed
+        sole, vz0 = self._sole.tolist(), float(self.v[2])
         for i in range(len(st)):
-            above = self._sole[i] - low
+            above = sole[i] - low
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
-            vz = self.v[2] + Rz @ self.feet[i].vrel
+            vz = vz0 + Rz @ self.feet[i].vrel
             now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
             if now and not st[i]:     # touch-down: remember where (world x, y)
                 f = self.feet[i]
@@ -279,9 +282,15 @@ class BaseEstimator:
     def _predict(self, dt: float) -> None:
         a = self._tmp
         np.dot(self.R, self.attitude._to_base(self.accel), out=a)
-        a[2] += GRAVITY_Z
-        self.p += self.v * dt + 0.5 * dt * dt * a
-        self.v += a * dt
+        a0, a1, a2 = a.tolist()
+        a2 += GRAVITY_Z
+        # per axis in Python floats (no temporary arrays), the same operations in the same order
+        h = 0.5 * dt * dt
+        p, v = self.p, self.v
+        p0, p1, p2 = p.tolist()
+        v0, v1, v2 = v.tolist()
+        p[0], p[1], p[2] = p0 + (v0 * dt + h * a0), p1 + (v1 * dt + h * a1), p2 + (v2 * dt + h * a2)
+        v[0], v[1], v[2] = v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt
         pp, pv, vv = self.P
         q = self._acc
         pp, pv, vv = (pp + 2 * dt * pv + dt * dt * vv + q * dt ** 4 / 4,
@@ -296,17 +305,21 @@ class BaseEstimator:
             return
         R, t = self.R, self._tmp
         px = py = pz = vx = vy = vz = 0.0
+        stance, sole = self._stance.tolist(), self._sole.tolist()
         for i, f in enumerate(self.feet):
-            if not self._stance[i]:
+            if not stance[i]:
                 continue
             np.dot(R, f.r, out=t)
-            px += f.anchor[0] - t[0]
-            py += f.anchor[1] - t[1]
-            pz -= self._sole[i]
+            t0, t1, _ = t.tolist()
+            a0, a1 = f.anchor.tolist()
+            px += a0 - t0
+            py += a1 - t1
+            pz -= sole[i]
             np.dot(R, f.vrel, out=t)
-            vx -= t[0]
-            vy -= t[1]
-            vz -= t[2]
+            t0, t1, t2 = t.tolist()
+            vx -= t0
+            vy -= t1
+            vz -= t2
         # 2x2 Kalman update, H = I: K = P (P + Rm)^-1, shared by the three axes
         pp, pv, vv = self.P
         rp, rv = self._rp / n, self._rv / n
@@ -316,10 +329,11 @@ class BaseEstimator:
         k11, k12 = pp * ia + pv * ib, pp * ib + pv * idd
         k21, k22 = pv * ia + vv * ib, pv * ib + vv * idd
         p, v = self.p, self.v
+        pl, vl = p.tolist(), v.tolist()
         for ax, (zp, zv) in enumerate(((px / n, vx / n), (py / n, vy / n), (pz / n, vz / n))):
-            ep, ev = zp - p[ax], zv - v[ax]
-            p[ax] += k11 * ep + k12 * ev
-            v[ax] += k21 * ep + k22 * ev
+            ep, ev = zp - pl[ax], zv - vl[ax]
+            p[ax] = pl[ax] + (k11 * ep + k12 * ev)
+            v[ax] = vl[ax] + (k21 * ep + k22 * ev)
         # P = (I - K) P
         self.P = [(1 - k11) * pp - k12 * pv, (1 - k11) * pv - k12 * vv, -k21 * pv + (1 - k22) * vv]
 
@@ -370,9 +384,9 @@ class BaseEstimator:
         base.contact[:] = self._stance
         base.valid = True
         t = self.telemetry
-        t[0], t[1], t[2] = self.p
+        t[0:3] = self.p
         t[3], t[4], t[5] = quat_rpy(self.attitude.q)
-        t[6], t[7], t[8] = self.v
+        t[6:9] = self.v
         t[9], t[10], t[11] = w
         t[12] = 1.0
         t[13:] = self._stance

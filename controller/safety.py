@@ -80,7 +80,8 @@ class LimitChecker:
     def clamp(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out = clip(goal, lower, upper)`` (rad, in place) with the limits in force;
         NaN goals become the lower limit."""
-        np.clip(goal, self.lower_active, self.upper_active, out=out)
+        # maximum then minimum: np.clip's result (NaN included) without its Python-level dispatch
+        np.minimum(np.maximum(goal, self.lower_active, out=out), self.upper_active, out=out)
         # NaN survives clip: a controller bug must never reach a servo as a goal
         np.isnan(out, out=self._b1)
         if self._b1.any():

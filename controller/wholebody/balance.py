@@ -143,6 +143,7 @@ class BalanceCore:
         self._Js_for = (None, 0, b"")           # (the q they were made at, rows, stance)
         self._a = np.zeros(npts * 3)
         self._pose_cols = 6 + np.asarray(robot.idx, dtype=np.intp)
+        self._q_cols = self._pose_cols + 1      # the same joints in q (the quaternion's 4th number)
         self._gains_key = None
         # the contact ID: one workspace per stance set, solved in place
         self._ws: dict = {}
@@ -179,7 +180,7 @@ class BalanceCore:
         rhs[3:6] = R.T @ a_ang_w
         rhs[:6] *= wb2
         cols = self._pose_cols
-        rhs[cols] = wp2 * (g.posture_kp * (tg.posture - q[7 + r.idx]) - g.posture_kd * v[cols])
+        rhs[cols] = wp2 * (g.posture_kp * (tg.posture - q[self._q_cols]) - g.posture_kd * v[cols])
         Jw, aw, Js = self._J, self._a, self._Js
         m = ms = 0
         for i, foot in enumerate(r.feet):
@@ -250,7 +251,7 @@ class BalanceCore:
         On a solver failure the previous torques are kept (counted in :attr:`failures`).
         """
         r = self.robot
-        key = tuple(bool(s) for s in stance)
+        key = tuple(np.asarray(stance, dtype=bool).tolist())
         if key != self._warm_key:       # the warm start is per contact list
             self._warm.active = []
             self._warm_key = key

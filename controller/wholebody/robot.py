@@ -50,7 +50,8 @@ def matrix_to_rpy(R) -> np.ndarray:
 
 def rotation_log(R) -> np.ndarray:
     """Rotation vector (3,) [rad] of a rotation matrix: axis times angle."""
-    c = np.clip(0.5 * (np.trace(R) - 1.0), -1.0, 1.0)
+    # min/max, not np.clip: the same number (NaN passes through) without a ufunc call per tick
+    c = min(max(0.5 * (np.trace(R) - 1.0), -1.0), 1.0)
     angle = np.arccos(c)
     w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
     s = np.sin(angle)

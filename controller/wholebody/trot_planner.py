@@ -74,7 +74,8 @@ class TrotPlanner:
         dt = 0.0 if self._t_prev is None else max(0.0, t - self._t_prev)
         self._t_prev = t
         step = self.accel * dt
-        self.speed += float(np.clip(self.speed_goal - self.speed, -step, step))
+        # min/max, not np.clip: the same number without a ufunc call per tick
+        self.speed += float(min(max(self.speed_goal - self.speed, -step), step))
         vel = self.speed * self.heading
         tg.base_velocity[:] = vel
         tg.base_position[:2] += vel[:2] * dt

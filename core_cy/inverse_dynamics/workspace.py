@@ -116,7 +116,8 @@ class ContactInverseDynamics:
         value = value or Ground()
         if value == self._ground:
             return
-        self.frame = plane_frame(value.unit_normal())
+        if tuple(value.normal) != tuple(self._ground.normal):   # a plane's height changes per tick, its tilt rarely
+            self.frame = plane_frame(value.unit_normal())
         self._ground = value
         self._core.set_ground(self.frame, np.asarray(value.point, dtype=float))
 
