@@ -5,7 +5,10 @@ this uses Franka's Panda from example-robot-data (7 DoF + 2 prismatic
 fingers, 16.8 kg) holding a 0.29 kg box (density 6000 kg/m^3, as the paper)
 between two finger pads, two spherical contact points per pad.  The arm
 follows a sinusoidal joint trajectory (3 cycles/s, as the paper); the fingers
-hold zero velocity and acceleration (the contact ID chooses the squeeze).
+hold zero velocity and close while their pads do not touch (the contact ID
+chooses the squeeze).  Commanded torques are clipped to the Panda's limits.
+By default the ID is the paper's own formulation (the NumPy reference);
+``compiled=True`` runs the compiled kernels over the same rows.
 
 The truth is MuJoCo (soft contacts, elliptic cones, its own integrator): a
 different contact model from the ID's rigid one, so the force prediction
@@ -51,8 +54,6 @@ CLOSE_ACC = 0.5             # finger closing acceleration while not touching [m/
 # reflected rotor inertia: the Panda's URDF has none; a geared arm has some, and a 15 g finger
 # on its own would need a far finer step than 1 ms (both the ID and MuJoCo get these)
 ARMATURE = np.array([0.1] * 7 + [0.5, 0.5])
-# the ID asks a penetrating pad not to approach further (Baumgarte 0): pushing MuJoCo's soft
-# penetration out from both sides of a squeezed box is impossible with the fingers held still
 # the Panda's joint torque limits (datasheet) and the hand's continuous grasp force [N m | N]
 TAU_MAX = np.array([87.0] * 4 + [12.0] * 3 + [70.0, 70.0])
 PID_KP, PID_KD, PID_KI = 60.0, 8.0, 20.0   # joint PID [N m/rad, N m s/rad, N m/(rad s)]

@@ -34,6 +34,13 @@ def main(args) -> dict:
         manipulator.panda_urdf()
     except FileNotFoundError as exc:
         raise SystemExit(f"experiment manipulator: {exc}") from None
+    if not args.compiled:
+        import qpsolvers
+
+        if manipulator.QP_SOLVER not in qpsolvers.available_solvers:
+            raise SystemExit(f"experiment manipulator: the paper's formulation solves its QPs with "
+                             f"{manipulator.QP_SOLVER}, which is not installed: pip install "
+                             "'servoloop[test]' (or run --compiled)")
     mus = tuple(math.inf if m == "inf" else float(m) for m in (args.mu or ())) or manipulator.MUS
     quiet = getattr(args, "json", False)
 

@@ -393,6 +393,8 @@ cdef class CIDCore:
             int stage2=1):
         """One solve into the buffers; returns a status code (0 = ok, see STATUS)."""
         cdef int rc
+        if self.external:
+            raise TypeError("run: this workspace has no model (built for run_rows)")
         with nogil:
             rc = self.solve(&q[0], &v[0], &qdd_des[0], stage2)
         return rc

@@ -143,3 +143,5 @@ def test_system_inverse_dynamics_refuses_bad_input():
         sid.solve(np.eye(9), z(9), z((3, 9)), z((2, 9)), z((2, 9)), z(2), z(9), z(9))
     with pytest.raises(ValueError, match="M: contains NaN"):
         sid.solve(np.full((9, 9), np.nan), z(9), z((2, 9)), z((2, 9)), z((2, 9)), z(2), z(9), z(9))
+    with pytest.raises(TypeError, match="no model"):      # its core cannot assemble
+        sid._core.run(z(9), z(9), z(9))
