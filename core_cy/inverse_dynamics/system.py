@@ -22,8 +22,8 @@ import numpy as np
 
 from servoloop.core_cy.inverse_dynamics._cid import STATUS, VARIANT_CODES, CIDCore
 from servoloop.core_cy.inverse_dynamics.errors import InfeasibleError
-from servoloop.core_cy.inverse_dynamics.result import Diagnostics, Result
-from servoloop.core_cy.inverse_dynamics.workspace import VARIANTS, _mu
+from servoloop.core_cy.inverse_dynamics.result import Result
+from servoloop.core_cy.inverse_dynamics.workspace import VARIANTS, _mu, core_diagnostics
 
 __all__ = ["SystemInverseDynamics"]
 
@@ -94,14 +94,7 @@ class SystemInverseDynamics:
         qdd = c.qdd_a.copy()
         f_local = c.flocal_a.copy()
         scale = max(float(np.abs(args[1][:6]).max()), 1e-12)
-        d = Diagnostics(
-            iterations=int(c.iterations), residual=float(c.residual),
-            complementarity=float(c.complementarity), cone_violation=float(c.cone_violation),
-            penetration=float(c.penetration), regularization=float(c.regularization),
-            fallback=bool(c.fallback), stage2=bool(c.stage2), nullity=int(c.nullity),
-            tau_stage1=c.tau1_a.copy() if self.variant == "qp" else None,
-            qdd_stage1=c.qdd1_a.copy() if self.variant == "qp" else None,
-            active=f_local[:, 2] > 1e-9 * scale)
+        d = core_diagnostics(c, self.variant, f_local[:, 2] > 1e-9 * scale)
         d.solve_time = time.perf_counter() - t0
         return Result(c.tau_a.copy(), f_local, qdd, args[6] + self.dt * qdd, self.variant, d)
 

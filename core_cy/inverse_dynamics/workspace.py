@@ -179,18 +179,22 @@ class ContactInverseDynamics:
         if warm is not None:
             warm.active = c.get_warm()
         qdd = c.qdd_a.copy()
-        f_local = c.flocal_a
         weight = self.model.total_mass * float(np.linalg.norm(self.model.gravity))
-        d = Diagnostics(
-            iterations=int(c.iterations), residual=float(c.residual),
-            complementarity=float(c.complementarity), cone_violation=float(c.cone_violation),
-            penetration=float(c.penetration), regularization=float(c.regularization),
-            fallback=bool(c.fallback), stage2=bool(c.stage2), nullity=int(c.nullity),
-            tau_stage1=c.tau1_a.copy() if self.variant == "qp" else None,
-            qdd_stage1=c.qdd1_a.copy() if self.variant == "qp" else None,
-            active=f_local[:, 2] > 1e-9 * weight)
+        d = core_diagnostics(c, self.variant, c.flocal_a[:, 2] > 1e-9 * weight)
         d.solve_time = time.perf_counter() - t0
         return Result(c.tau_a.copy(), c.forces_a.copy(), qdd, v + self.dt * qdd, self.variant, d)
+
+
+def core_diagnostics(c: CIDCore, variant: str, active) -> Diagnostics:
+    """The :class:`Diagnostics` of a compiled core's last solve (``active``: (k,) loaded contacts)."""
+    return Diagnostics(
+        iterations=int(c.iterations), residual=float(c.residual),
+        complementarity=float(c.complementarity), cone_violation=float(c.cone_violation),
+        penetration=float(c.penetration), regularization=float(c.regularization),
+        fallback=bool(c.fallback), stage2=bool(c.stage2), nullity=int(c.nullity),
+        tau_stage1=c.tau1_a.copy() if variant == "qp" else None,
+        qdd_stage1=c.qdd1_a.copy() if variant == "qp" else None,
+        active=active)
 
 
 def _mu(mu, k: int) -> np.ndarray:
