@@ -258,6 +258,7 @@ class WriteStage:
             kind = s.mode if s.mode in ("current", "velocity") else "position"
             keyed.setdefault((kind, reg, r.address, r.size, r.encoding, bus.protocol_of(s.id)), []).append(i)
         n = len(servos)
+        self._servos = [(s.id, s.joint) for s in servos]
         self.groups, self.velocity_groups = [], []
         for (kind, reg, *_), idx in keyed.items():
             ids = [servos[i].id for i in idx]
@@ -305,6 +306,24 @@ class WriteStage:
         except BridgeError as exc:
             self.errors.count(exc)
             return False
+        except ValueError as exc:
+            # a goal the register cannot carry (NaN, inf, out of its range) is a controller bug:
+            # a named fault, so the configured reaction (torque off / hold) follows, not a crash
+            raise FaultRaised(self._unwritable(exc)) from None
+
+    def _unwritable(self, exc: ValueError) -> Fault:
+        """The fault naming the first servo whose goal could not be encoded."""
+        for writer, idx, src, _buf in self.groups:
+            rows = range(len(src)) if idx is None else idx
+            for i in rows:
+                x = float(src[i])
+                if not np.isfinite(x):
+                    sid, joint = self._servos[i]
+                    return Fault(FaultKind.INTERNAL,
+                                 f"the {writer.name} for servo {sid} (joint {joint!r}) is {x}: "
+                                 "the controller produced a non-finite goal; nothing was written",
+                                 sid, joint)
+        return Fault(FaultKind.INTERNAL, f"a goal could not be written: {exc}")
 
     def stop_wheels(self) -> None:
         """Velocity goal 0 rad/s to every velocity-mode servo, now (shutdown, before torque off).

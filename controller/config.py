@@ -52,9 +52,13 @@ from servoloop.controller.config_checks import (
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.imu_config import check_imu
 from servoloop.controller.simulation_config import (  # noqa: F401 - re-exported
+    GROUND_CONTACTS,
+    GROUND_SOLVERS,
     ContactConfig,
+    GroundConfig,
     PushConfig,
     SimulationConfig,
+    check_ground,
     check_pushes,
 )
 
@@ -72,6 +76,7 @@ __all__ = [
     "SimulationConfig",
     "ContactConfig",
     "PushConfig",
+    "GroundConfig",
     "ImuConfig",
     "RobotConfig",
     "load_config",
@@ -467,6 +472,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     if not cfg.simulation.held_s >= 0:
         raise err(f"simulation.held_s must be >= 0 s, got {cfg.simulation.held_s}", "simulation.held_s")
     check_pushes(cfg, err)
+    check_ground(cfg, err)
     if cfg.startup.ramp_s < 0:
         raise err(f"startup.ramp_s must be >= 0, got {cfg.startup.ramp_s}", "startup.ramp_s")
     sd = cfg.shutdown

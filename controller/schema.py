@@ -25,6 +25,8 @@ _ENUMS = {
     ("ServoConfig", "mode"): C.SERVO_MODES,
     ("ShutdownConfig", "mode"): C.SHUTDOWN_MODES,
     ("BusConfig", "protocol"): (1, 2, "mixed"),
+    ("GroundConfig", "contact"): C.GROUND_CONTACTS,
+    ("GroundConfig", "solver"): C.GROUND_SOLVERS,
 }
 
 

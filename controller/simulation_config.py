@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ContactConfig", "PushConfig", "SimulationConfig", "check_pushes", "standing_pose"]
+__all__ = ["ContactConfig", "GroundConfig", "PushConfig", "SimulationConfig", "check_ground", "check_pushes",
+           "standing_pose", "GROUND_CONTACTS", "GROUND_SOLVERS"]
+
+#: ``simulation.ground.contact`` choices and ``simulation.ground.solver`` choices (rigid ground)
+GROUND_CONTACTS = ("compliant", "rigid")
+GROUND_SOLVERS = ("pgs", "lemke")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,25 @@ class PushConfig:
 
 
 @dataclass(frozen=True)
+class GroundConfig:
+    """The floor the contact simulator puts the robot on.
+
+    ``contact``: ``compliant`` (the default: a Hertz spring-damper with
+    stick-slip friction, a soft floor; the feet sink about 0.5 mm) or
+    ``rigid`` (velocity-level time stepping, no penetration: a hard floor).
+    ``mu``: the friction coefficient (None: each model's default, 0.9 static
+    / 0.8 sliding on compliant ground, 0.8 on rigid ground); ``.inf`` (no
+    slipping while loaded) needs rigid ground.  ``solver`` (rigid ground):
+    ``pgs`` (projected Gauss-Seidel, the default, fast) or ``lemke`` (the
+    exact LCP with a 4-sided friction pyramid, about 3x slower).
+    """
+
+    contact: str = "compliant"
+    mu: float | None = None
+    solver: str = "pgs"
+
+
+@dataclass(frozen=True)
 class SimulationConfig:
     """What simulates the robot when no port is given (the built-in virtual bus).
 
@@ -59,12 +83,52 @@ class SimulationConfig:
     starts lying where its joints let it fall with torque off.
     ``pushes``: impulses given to a floating robot at set times (a
     disturbance test through the bus: see :class:`PushConfig`).
+    ``ground``: the floor (:class:`GroundConfig`: compliant or rigid, friction).
     """
 
     plant: str | None = None
     contacts: tuple[ContactConfig, ...] = ()
     held_s: float = 0.0
     pushes: tuple[PushConfig, ...] = ()
+    ground: GroundConfig = GroundConfig()
+
+
+def check_ground(cfg, err) -> None:
+    """``simulation.ground``: contact model, friction, solver (cfg : RobotConfig; err as below)."""
+    g = cfg.simulation.ground
+    if g.contact not in GROUND_CONTACTS:
+        raise err(f"simulation.ground.contact {g.contact!r}: choose {' or '.join(GROUND_CONTACTS)}",
+                  "simulation.ground.contact")
+    if g.solver not in GROUND_SOLVERS:
+        raise err(f"simulation.ground.solver {g.solver!r}: choose {' or '.join(GROUND_SOLVERS)}",
+                  "simulation.ground.solver")
+    if g.mu is not None:
+        if not g.mu >= 0:
+            raise err(f"simulation.ground.mu must be >= 0 (.inf allowed on rigid ground), got {g.mu}",
+                      "simulation.ground.mu")
+        if g.contact == "compliant" and g.mu == float("inf"):
+            raise err("simulation.ground.mu: .inf needs contact: rigid (the compliant floor's friction "
+                      "is a finite force law)", "simulation.ground.mu")
+
+
+def sim_settings(ground: GroundConfig):
+    """The contact simulator's :class:`~core_cy.sim.SimConfig` for ``ground`` (default servos)."""
+    from dataclasses import replace
+
+    from servoloop.core_cy.sim.model import RigidSettings
+    from servoloop.core_cy.sim.simulator import SimConfig
+
+    base = SimConfig()
+    if ground.contact == "rigid":
+        rigid = RigidSettings(solver=ground.solver,
+                              **({} if ground.mu is None else {"mu": ground.mu}))
+        return replace(base, mode="rigid", rigid=rigid)
+    if ground.mu is None:
+        return base
+    law = base.law
+    # the default law's shape: sliding friction 8/9 of sticking
+    return replace(base, law=replace(law, mu_static=ground.mu,
+                                     mu_dynamic=ground.mu * law.mu_dynamic / law.mu_static))
 
 
 def check_pushes(cfg, err) -> None:

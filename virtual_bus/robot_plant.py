@@ -112,7 +112,10 @@ class RobotPlant:
             parts.append(contact_points_from_spec(urdf, cfg.simulation.contacts, floating_base=floating))
         points = ContactPoints.concat(parts)
         joints = [s.joint for s in cfg.servos]
-        config = config or SimConfig()
+        if config is None:
+            from servoloop.controller.simulation_config import sim_settings
+
+            config = sim_settings(cfg.simulation.ground)     # the config's floor
         if config.servo == SimConfig().servo:
             # the default servo: each joint gets the model of the servo that drives it
             by_joint = {s.joint: get_table(s.model) for s in cfg.servos}
