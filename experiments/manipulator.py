@@ -272,7 +272,7 @@ def run_case(controller: str, mu: float, seconds: float = 3.0, amp: float = 0.1,
     steps = int(round(seconds / dt))
     pos_err = vel_err = dtau = tau_sum = ferr = fsum = 0.0
     tau_prev = None
-    failures = 0
+    failures = fallbacks = 0
     dropped, drop_t = 0, None
     integ = np.zeros(9)
     for i in range(steps):
@@ -291,6 +291,7 @@ def run_case(controller: str, mu: float, seconds: float = 3.0, amp: float = 0.1,
                 qdd[j] = -v[j] / dt - (0.0 if touching else CLOSE_ACC)
             try:
                 r = gid.solve(q, v, box, qdd)
+                fallbacks += int(r.diagnostics.fallback)
                 tau = r.tau
                 f_pred = np.asarray(r.contact_forces)[:, 2]
             except InfeasibleError:             # counted: the ID had no answer this tick
@@ -320,7 +321,8 @@ def run_case(controller: str, mu: float, seconds: float = 3.0, amp: float = 0.1,
     return {"pos_err_rad": pos_err / n, "vel_err_rad_s": vel_err / n, "dtau_mean": dtau / (n - 1),
             "tau_mean": tau_sum / n,
             "force_err_pct": 100.0 * ferr / fsum if fsum > 0 else float("nan"),
-            "dropped": dropped, "drop_time_s": drop_t, "id_failures": failures}
+            "dropped": dropped, "drop_time_s": drop_t, "id_failures": failures,
+            "id_fallbacks": fallbacks}
 
 
 def _pid(g, d_arm, q, v, e, ed, integ) -> np.ndarray:
@@ -346,7 +348,7 @@ def run(seconds: float = 3.0, mus=MUS, controllers=CONTROLLERS, progress=None,
     rows = []
     units = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "tau_mean": "N m",
              "force_err_pct": "%", "dropped": "0/1", "drop_time_s": "s",
-             "id_failures": "ticks"}
+             "id_failures": "ticks", "id_fallbacks": "ticks"}
     for mu in mus:
         for c in controllers:
             name = f"mu={'inf' if math.isinf(mu) else f'{mu:g}'} {c}"

@@ -253,7 +253,10 @@ cdef class CIDCore:
             aq_des=max(na, 1), u0=6, sv=6, tmp=max(nv, 2 * kc, 6) + 6, U=36, RK=36, et=6,
             Q=n2 * n2, r=n2, z=n2, w=n2, T=max(n2 * (2 * n2 + 2), kc * kc + 2 * kc),
             Y5=30 * kc, Rq=5 * kc * max(na, 1), cG=5 * kc, f0=5 * kc, f=5 * kc, w1=6 * kc,
-            V=12 * kc, D=2 * kc * max(na, 1), Wb=max(na, 1) * max(na, 1), cW=max(na, 1),
+            V=12 * kc,
+            # D: Stage II's (2k, na) rows, and the no-slip LCP's (k, 6) projected normals (a
+            # system with fewer than 3 actuated joints needs the latter's size)
+            D=max(2 * kc * max(na, 1), 6 * kc), Wb=max(na, 1) * max(na, 1), cW=max(na, 1),
             rhs=max(2 * kc, na, 6), tau=max(na, 1), qdd=nv, flocal=3 * kc, forces=3 * kc, tau1=max(na, 1),
             qdd1=nv)
         arrays = {name: np.zeros(max(n, 1)) for name, n in sizes.items()}
