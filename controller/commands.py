@@ -53,7 +53,7 @@ def _register_run(sub) -> None:
     p.add_argument("--rate", type=float, help="loop rate, Hz (overrides loop.rate_hz)")
     p.add_argument("--duration", type=float, help="run for S seconds of loop time, then shut down")
     p.add_argument("--controller", help="controller name (overrides controller.name; params cleared "
-                   "unless it is the config's own)")
+                   "unless it is the config's own, but the robot's standing pose carries over)")
     p.add_argument("--calibration", metavar="FILE",
                    help="a `servoloop calibrate` result (YAML): sets position_stiffness of the servos of its "
                         "model and pins the firmware gain it was made at (written at connect)")
@@ -91,13 +91,36 @@ def _load_cfg(args):
     if args.controller and args.controller != cfg.controller.name:
         from servoloop.controller.config import ControllerConfig
 
-        over["controller"] = ControllerConfig(name=args.controller, params={})
+        over["controller"] = ControllerConfig(name=args.controller,
+                                              params=_carried_pose(cfg, args.controller))
     cfg = cfg.with_overrides(**over) if over else cfg
     if getattr(args, "calibration", None):
         from servoloop.controller.calibration_file import apply_calibration, load_calibration
 
         cfg = apply_calibration(cfg, load_calibration(args.calibration))
     return cfg
+
+
+def _carried_pose(cfg, name: str) -> dict:
+    """The params a controller named on the command line starts with: none, but the robot's
+    standing pose (the config's own controller's ``pose`` / ``posture``) under the key the new
+    controller takes it by, so ``--controller wbc`` on a config written for ``hold`` stands the
+    robot where the config does (not in its ``startup.via`` crouch)."""
+    from pathlib import Path
+
+    from servoloop.controller.controllers import get_controller_class
+    from servoloop.controller.errors import ConfigError
+
+    params = cfg.controller.params or {}
+    pose = next((params[k] for k in ("posture", "pose") if isinstance(params.get(k), dict)), None)
+    if pose is None:
+        return {}
+    try:
+        keys = get_controller_class(name, Path(cfg.source).parent if cfg.source else None).param_keys
+    except (ConfigError, ValueError, ImportError):
+        return {}        # an unknown name: the daemon reports it where it makes the controller
+    key = next((k for k in ("posture", "pose") if k in keys), None)
+    return {key: dict(pose)} if key else {}
 
 
 def _path_arg(value):

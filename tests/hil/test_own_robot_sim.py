@@ -98,6 +98,23 @@ def test_the_cli_reports_the_simulated_base(tmp_path):
     assert sim["base_position_in_world"][2] > 0.2 and len(sim["base_rpy"]) == 3
 
 
+@pytest.mark.parametrize("controller", ["wbc", "trot"])
+def test_whole_body_control_named_on_the_cli_stands_it_where_its_config_does(tmp_path, controller):
+    """``--controller wbc|trot`` on this config (written for ``hold``, no IMU, default params):
+    the robot stands at its standing pose's height (0.235 m), not in the crouch its startup
+    passes through (it sank to 0.07-0.09 m before the pose carried over)."""
+    path = _solo_config(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "servoloop", "run", "--config", str(path), "--lockstep",
+                        "--controller", controller, "--duration", "4", "--json", "--quiet",
+                        "--telemetry", "none", "--socket", "none"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["state"] == "done" and not s["faults"], s["faults"]
+    assert s["simulation"]["base_position_in_world"][2] == pytest.approx(0.225, abs=0.015)
+    assert max(abs(a) for a in s["simulation"]["base_rpy"][:2]) < 0.05
+
+
 def test_without_contacts_the_error_says_what_to_declare(tmp_path):
     path = _solo_config(tmp_path, contacts=False)
     r = subprocess.run([sys.executable, "-m", "servoloop", "run", "--config", str(path), "--lockstep",

@@ -56,3 +56,36 @@ def test_status_and_stop_without_daemon_exit_1(tmp_path, capsys):
     assert main(["status", "--socket", str(tmp_path / "none.sock")]) == 1
     assert main(["stop", "--socket", str(tmp_path / "none.sock")]) == 1
     assert "no daemon listening" in capsys.readouterr().err
+
+
+def _run_args(*argv):
+    import argparse
+
+    from servoloop.controller.commands import _register_run
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    _register_run(sub)
+    return sub.choices["run"].parse_args(list(argv))
+
+
+def test_a_controller_named_on_the_command_line_keeps_the_robots_standing_pose(tmp_path):
+    """``--controller wbc`` on a config written for ``hold``: params are cleared, but the standing
+    pose (hold's ``pose``) becomes wbc's ``posture``, not the ``startup.via`` crouch."""
+    from servoloop.controller.commands import _load_cfg
+    from servoloop.robots import robot_dir
+
+    data = yaml.safe_load((robot_dir("quadruped") / "quadruped.yaml").read_text())
+    data["model"]["urdf"] = str(robot_dir("quadruped") / "quadruped.urdf")
+    data["startup"]["via"] = data["startup"]["via"][:1]          # the crouch only
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(data))
+    pose = data["controller"]["params"]["pose"]
+    for name, key in (("wbc", "posture"), ("trot", "posture"), ("gravity_comp", "pose"), ("hold", "pose")):
+        cfg = _load_cfg(_run_args("--config", str(path), "--controller", name))
+        assert cfg.controller.name == name
+        if name == "hold":                                       # the config's own: kept whole
+            assert cfg.controller.params["pose"] == pose
+            continue
+        assert cfg.controller.params == {key: pose}
+    # a controller that takes no pose starts with no params
+    assert _load_cfg(_run_args("--config", str(path), "--controller", "trajectory")).controller.params == {}
