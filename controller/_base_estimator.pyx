@@ -77,12 +77,15 @@ cdef class BaseKernel:
     mount_M : (9,) board -> base rotation, row-major; mount_inv : (4,) base -> board quaternion
     gain : attitude filter gain (0, 1]
     dt : tick period, s
-    contact_height : m; contact_speed : m/s; accel_noise, position_noise, velocity_noise : as
-        :class:`~controller.base_estimator.BaseEstimator`
+    contact_height : m; contact_speed : m/s; contact_lift : m; accel_noise, position_noise,
+        velocity_noise : as :class:`~controller.base_estimator.BaseEstimator`
+    stance_tau : s, time constant of each foot's stance height (tracked while it stands)
     q, v : (nq,), (nv,) FK inputs (q neutral); R : (3, 3) base -> world;
     p, vel : (3,) world position, velocity; quat : (4,) x, y, z, w; omega : (3,) rad/s base frame
     r, vrel : (nf, 3) foot points and velocities rel. base, base axes; anchor : (nf, 2) touch-down x, y
     stance : (nf,) uint8 (a view of the bool array); sole : (nf,) sole heights rel. base, world z
+    ground : (nf,) m, each foot's sole world height while it stood (filtered)
+    lifted : (nf,) uint8, the foot has left stance since the start (it then lands by ``ground``)
     """
 
     cdef Model model
@@ -97,7 +100,9 @@ cdef class BaseKernel:
     cdef double gain, dt, h, vz_max, acc, rp, rv
     cdef double[::1] q, v, p, vel, quat, omega, sole
     cdef double[:, ::1] R, r, vrel, anchor
-    cdef unsigned char[::1] stance
+    cdef unsigned char[::1] stance, lifted
+    cdef double[::1] ground
+    cdef double lift, land, alpha
     cdef double P[3]
     cdef double lowest
     cdef bint has_quat, bound, outputs
@@ -111,9 +116,9 @@ cdef class BaseKernel:
 
     def __init__(self, Model model, Data data, jidx, vidx, foot_body, foot_p, foot_start, pts, rad,
                  other_body, other_start, other_pts, other_rad, mount_M, mount_inv, double gain,
-                 double dt, double contact_height, double contact_speed, double accel_noise,
-                 double position_noise, double velocity_noise, q, v, R, p, vel, quat, omega, r, vrel,
-                 anchor, stance, sole):
+                 double dt, double contact_height, double contact_speed, double contact_lift,
+                 double stance_tau, double accel_noise, double position_noise, double velocity_noise,
+                 q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted):
         cdef int k
         self.model, self.data = model, data
         self.jidx, self.vidx = jidx, vidx
@@ -129,10 +134,13 @@ cdef class BaseKernel:
             self.mount_inv[k] = mount_inv[k]
         self.gain, self.dt = gain, dt
         self.h, self.vz_max = contact_height, contact_speed
+        self.lift, self.land = contact_lift, 0.5 * contact_lift
+        self.alpha = min(1.0, dt / stance_tau) if stance_tau > 0 else 1.0
         self.acc = accel_noise ** 2
         self.rp, self.rv = position_noise ** 2, velocity_noise ** 2
         self.q, self.v, self.R, self.p, self.vel, self.quat, self.omega = q, v, R, p, vel, quat, omega
         self.r, self.vrel, self.anchor, self.stance, self.sole = r, vrel, anchor, stance, sole
+        self.ground, self.lifted = ground, lifted
         self.P[0], self.P[1], self.P[2] = 1.0, 0.0, 1.0
         self.lowest = 0.0
         self.has_quat = self.bound = self.outputs = False
@@ -312,21 +320,37 @@ cdef class BaseKernel:
 
     cdef void _contacts(self) noexcept nogil:
         cdef double low = self.lowest     # the lowest point of the robot is on the ground
-        cdef double h = self.h, vz0 = self.vel[2], above, vz
+        cdef double h = self.h, vz0 = self.vel[2], above, vz, rel, zw
         cdef double t[2]
         cdef bint st, now
         cdef Py_ssize_t i
         for i in range(self.nf):
             st = self.stance[i] != 0
             above = self.sole[i] - low
+            zw = self.p[2] + self.sole[i]     # the sole's estimated world height
+            rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
             vz = vz0 + (self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1]
                         + self.R[2, 2] * self.vrel[i, 2])
             now = above < (1.5 * h if st else h) and fabs(vz) < self.vz_max
-            if now and not st:     # touch-down: remember where (world x, y)
+            # sharper, against the foot's own stance height (its estimated world z, filtered
+            # while it stands: a static attitude or kinematic error cancels, and it does not
+            # jump when another foot becomes the lowest point): it lifts off when it rises
+            # ``lift`` above it; once it has left stance it lands within ``land`` of it (or
+            # of the robot's lowest point)
+            if st:
+                now = now and rel < self.lift
+            elif self.lifted[i]:
+                now = now and (rel < self.land or above < self.land)
+            if now and st:
+                self.ground[i] += self.alpha * (zw - self.ground[i])
+            elif now:              # touch-down: remember where (world x, y) and how high
                 self._world_xy(i, t)
                 self.anchor[i, 0], self.anchor[i, 1] = self.p[0] + t[0], self.p[1] + t[1]
+                self.ground[i] = zw
+            elif st:
+                self.lifted[i] = 1
             self.stance[i] = now
 
     cdef void _predict(self) noexcept nogil:
@@ -411,6 +435,7 @@ cdef class BaseKernel:
         for i in range(self.nf):
             self._world_xy(i, t)
             self.anchor[i, 0], self.anchor[i, 1] = t[0], t[1]
+            self.ground[i] = self.p[2] + self.sole[i]      # where the contact test found it
         self.started = True
 
     cdef void _outputs(self) noexcept nogil:

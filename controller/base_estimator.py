@@ -10,7 +10,12 @@ Per tick, from this tick's joint readings and IMU board registers:
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
    a trunk it lies on) is on the ground; a foot whose sole is within
    ``contact_height`` of it and not moving up or down faster than ``contact_speed``
-   is in stance (height hysteresis: it leaves at 1.5x);
+   is in stance (height hysteresis: it leaves at 1.5x).  Sharper, against the height
+   the foot itself stood at (its estimated world z, filtered over 0.2 s while it
+   stands, so a static attitude or kinematic error cancels): it lifts off when it
+   rises ``contact_lift`` (2 mm) above it, and having left stance it lands within
+   half of that, or within half of it above the robot's lowest point (a trot's swing
+   foot skims the ground by a few mm: the 10 mm band alone kept it in stance);
 4. **position and linear velocity**: a linear Kalman filter per world axis on
    [position, velocity], driven by the accelerometer (specific force rotated to the
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
@@ -37,7 +42,11 @@ from servoloop.controller.controllers import BaseState
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.telemetry import BASE_COLUMNS
 
-__all__ = ["BaseEstimator", "default_feet"]
+__all__ = ["BaseEstimator", "default_feet", "STANCE_TAU_S"]
+
+#: s, time constant of each foot's filtered stance height (the contact test's reference for
+#: lift-off): slow enough that a foot rising at a few cm/s lifts off, fast enough for drift
+STANCE_TAU_S = 0.2
 
 def _contact_points(urdf, cfg, links):
     from servoloop.core_cy.sim.model import (
@@ -139,6 +148,8 @@ class BaseEstimator:
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
     contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
+        that lifts it off; having left stance, it lands again within half of it
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -149,8 +160,8 @@ class BaseEstimator:
     """
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
-                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, accel_noise: float = 0.5,
-                 position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
+                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.controller._base_estimator import BaseKernel
         from servoloop.core_cy.dynamics import Data, Model
 
@@ -192,6 +203,7 @@ class BaseEstimator:
         self.dt = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
+        self.contact_lift = float(contact_lift)
         att = AttitudeFilter(imu.rotation_rpy)    # its mount rotation and gain: the kernel runs the filter
         nf = len(feet)
         self.R = np.eye(3)
@@ -204,6 +216,8 @@ class BaseEstimator:
         self.anchor = np.zeros((nf, 2))  # world x, y where each foot touched down
         self._stance = np.zeros(nf, dtype=bool)
         self._sole = np.zeros(nf)
+        self.ground = np.zeros(nf)     # each foot's sole world height while it stood (filtered), m
+        self.lifted = np.zeros(nf, dtype=bool)   # it has left stance since the start
         #: this tick's telemetry columns (:meth:`telemetry_columns`), filled by :meth:`run`
         self.telemetry = np.full(len(BASE_COLUMNS) + nf, np.nan)
         fpts, frad, fstart = _ranges([(f.points, f.radius) for f in self.feet])
@@ -214,10 +228,10 @@ class BaseEstimator:
             np.ascontiguousarray([f.p_frame for f in self.feet], dtype=np.float64), fstart, fpts, frad,
             np.array(others, dtype=np.int32), ostart, opts, orad,
             np.array(att._M, dtype=np.float64), np.array(att._mount_inv, dtype=np.float64), att.gain,
-            self.dt, self.contact_height, self.contact_speed, float(accel_noise), float(position_noise),
-            float(velocity_noise), model.neutral(), np.zeros(model.nv), self.R, self.p, self.v,
-            self.quaternion, self.omega, self.r, self.vrel, self.anchor, self._stance.view(np.uint8),
-            self._sole)
+            self.dt, self.contact_height, self.contact_speed, self.contact_lift, STANCE_TAU_S,
+            float(accel_noise), float(position_noise), float(velocity_noise), model.neutral(),
+            np.zeros(model.nv), self.R, self.p, self.v, self.quaternion, self.omega, self.r, self.vrel,
+            self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8))
         self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
                                   base.contact.view(np.uint8), self.telemetry)
         self.gyro = self.accel = self.rpy = None

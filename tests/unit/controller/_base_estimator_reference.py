@@ -3,7 +3,8 @@
 This is ``controller/base_estimator.py`` as it stood before its per-tick work moved into
 ``controller/_base_estimator.pyx``; the oracle test feeds both the same inputs and
 requires the same outputs to rounding.  Config handling and the default feet come from
-the production module (they are not what is compared).
+the production module (they are not what is compared).  The contact test has the
+sharper lift-off / landing rule added with the compilation (the same rule, in NumPy).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import math
 import numpy as np
 
 from servoloop.controller.attitude import AttitudeFilter, quat_rpy
-from servoloop.controller.base_estimator import _contact_points, _link_names, default_feet
+from servoloop.controller.base_estimator import (
+    STANCE_TAU_S,
+    _contact_points,
+    _link_names,
+    default_feet,
+)
 from servoloop.controller.controllers import BaseState
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.telemetry import BASE_COLUMNS
@@ -65,8 +71,8 @@ class ReferenceEstimator:
     """
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
-                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, accel_noise: float = 0.5,
-                 position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
+                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
 
         self._fk = forward_kinematics
@@ -112,6 +118,10 @@ class ReferenceEstimator:
         self.dt = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
+        self.contact_lift = float(contact_lift)
+        self._alpha = min(1.0, self.dt / STANCE_TAU_S)
+        self.ground = np.zeros(len(feet))
+        self.lifted = np.zeros(len(feet), dtype=bool)
         self.attitude = AttitudeFilter(imu.rotation_rpy)
         self._q = model.neutral()
         self._v = np.zeros(model.nv)
@@ -188,16 +198,31 @@ class ReferenceEstimator:
         st = self._stance
         Rz, vz_max = self.R[2], self.contact_speed
         sole, vz0 = self._sole.tolist(), float(self.v[2])
+        lift = self.contact_lift
+        land = 0.5 * lift
         for i in range(len(st)):
             above = sole[i] - low
+            zw = float(self.p[2]) + sole[i]
+            rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
             vz = vz0 + Rz @ self.feet[i].vrel
             now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
-            if now and not st[i]:     # touch-down: remember where (world x, y)
+            # the sharper rule (the compiled estimator's): lift-off and landing against the
+            # foot's own stance height
+            if st[i]:
+                now = now and rel < lift
+            elif self.lifted[i]:
+                now = now and (rel < land or above < land)
+            if now and st[i]:
+                self.ground[i] += self._alpha * (zw - self.ground[i])
+            elif now:                 # touch-down: remember where (world x, y) and how high
                 f = self.feet[i]
                 np.dot(self.R, f.r, out=self._tmp)
                 f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
+                self.ground[i] = zw
+            elif st[i]:
+                self.lifted[i] = True
             st[i] = now
 
     def _predict(self, dt: float) -> None:
@@ -272,9 +297,10 @@ class ReferenceEstimator:
         self.p[2] = -float(self._lowest)
         self.v[:] = 0.0
         self.P = [1e-4, 0.0, 1e-2]
-        for f in self.feet:
+        for i, f in enumerate(self.feet):
             np.dot(self.R, f.r, out=self._tmp)
             f.anchor[0], f.anchor[1] = self._tmp[0], self._tmp[1]
+            self.ground[i] = self.p[2] + self._sole[i]
         self.started = True
 
     def run(self) -> bool:
