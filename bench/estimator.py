@@ -1,8 +1,8 @@
 """``servoloop bench estimator``: CPU time of the base estimator per tick vs the tick period.
 
 The estimate stage's floating-base half (:class:`controller.base_estimator.BaseEstimator`:
-attitude filter, compiled FK + one frame Jacobian per foot, contacts, Kalman filter)
-on each built-in legged robot, standing in its config pose with a level IMU reading
+attitude filter, FK with body velocities, feet and contacts, Kalman filter; one compiled
+call, :mod:`controller._base_estimator`) on each built-in legged robot, standing in its config pose with a level IMU reading
 gravity (the work per tick does not depend on the values).  Ratio = share of the
 loop's period at the robot's ``loop.rate_hz`` (the quadruped runs at 1 kHz).
 Clock: CPU time of this thread (``time.thread_time``), best of ``--repeats`` blocks.

@@ -10,7 +10,12 @@ Per tick, from this tick's joint readings and IMU board registers:
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
    a trunk it lies on) is on the ground; a foot whose sole is within
    ``contact_height`` of it and not moving up or down faster than ``contact_speed``
-   is in stance (height hysteresis: it leaves at 1.5x);
+   is in stance (height hysteresis: it leaves at 1.5x).  Sharper, against the height
+   the foot itself stood at (its estimated world z, filtered over 0.2 s while it
+   stands, so a static attitude or kinematic error cancels): it lifts off when it
+   rises ``contact_lift`` (2 mm) above it, and having left stance it lands within
+   half of that, or within half of it above the robot's lowest point (a trot's swing
+   foot skims the ground by a few mm: the 10 mm band alone kept it in stance);
 4. **position and linear velocity**: a linear Kalman filter per world axis on
    [position, velocity], driven by the accelerometer (specific force rotated to the
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
@@ -21,12 +26,14 @@ Per tick, from this tick's joint readings and IMU board registers:
    trunk) only the height is corrected, from the lowest point.
 
 The three world axes share one 2x2 covariance (same model, same noise), so the
-filter is scalar arithmetic: no matrix inverse, no array made for it per tick.
+filter is scalar arithmetic: no matrix inverse.
+
+All of that runs compiled, with the GIL released (:mod:`controller._base_estimator`,
+the FK through the dynamics kernel's C API): a tick allocates nothing and makes no
+NumPy call.  This module builds the kernel's geometry and arrays from the config.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -35,10 +42,11 @@ from servoloop.controller.controllers import BaseState
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.telemetry import BASE_COLUMNS
 
-__all__ = ["BaseEstimator", "default_feet"]
+__all__ = ["BaseEstimator", "default_feet", "STANCE_TAU_S"]
 
-GRAVITY_Z = -9.81
-
+#: s, time constant of each foot's filtered stance height (the contact test's reference for
+#: lift-off): slow enough that a foot rising at a few cm/s lifts off, fast enough for drift
+STANCE_TAU_S = 0.2
 
 def _contact_points(urdf, cfg, links):
     from servoloop.core_cy.sim.model import (
@@ -103,7 +111,7 @@ def default_feet(cfg, model, data) -> tuple[str, ...]:
 
 
 class _Foot:
-    """One foot's precomputed geometry and per-tick buffers."""
+    """One foot's precomputed geometry (its per-tick values live in the kernel's arrays)."""
 
     def __init__(self, link, model, pts):
         self.link = link
@@ -114,16 +122,22 @@ class _Foot:
             mine = [k for k in range(len(pts)) if pts.body[k] == self.body]
         self.points = np.ascontiguousarray(pts.position[mine]) if mine else p[None].copy()
         self.radius = np.ascontiguousarray(pts.radius[mine]) if mine else np.zeros(1)
-        self.r = np.zeros(3)          # foot point rel. base, base axes
-        self.vrel = np.zeros(3)       # its velocity rel. base, base axes
-        self.anchor = np.zeros(2)     # world x, y where it touched down
-        self._z = np.zeros(len(self.radius))
-        self.one_point = len(self.radius) == 1   # a ball foot: its sole is its one point (no reduction)
-        self._w = np.zeros(3)
+
+
+def _ranges(groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-group (k_i, 3) points and (k_i,) radii as one (k, 3), one (k,) and starts (g + 1,)."""
+    start = np.zeros(len(groups) + 1, dtype=np.int32)
+    start[1:] = np.cumsum([len(r) for _, r in groups])
+    pts = np.ascontiguousarray(np.concatenate([p for p, _ in groups]) if groups else np.zeros((0, 3)))
+    rad = np.ascontiguousarray(np.concatenate([r for _, r in groups]) if groups else np.zeros(0))
+    return pts.reshape(-1, 3), rad, start
 
 
 class BaseEstimator:
     """Fills a :class:`~controller.controllers.BaseState` in place each tick.
+
+    The per-tick arithmetic runs compiled (:class:`controller._base_estimator.BaseKernel`);
+    this class builds its geometry and arrays from the config once.
 
     Parameters
     ----------
@@ -134,6 +148,8 @@ class BaseEstimator:
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
     contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
+        that lifts it off; having left stance, it lands again within half of it
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -144,11 +160,10 @@ class BaseEstimator:
     """
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
-                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, accel_noise: float = 0.5,
-                 position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
-        from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
-
-        self._fk = forward_kinematics
+                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
+        from servoloop.controller._base_estimator import BaseKernel
+        from servoloop.core_cy.dynamics import Data, Model
 
         urdf = cfg.urdf_path()
         if urdf is None:
@@ -179,11 +194,8 @@ class BaseEstimator:
         # when no foot is down; per body, points (k, 3) in the body frame and radii (k,)
         allpts = _contact_points(urdf, cfg, None)
         foot_bodies = {f.body for f in self.feet}
-        self._others = []
-        for b in sorted(set(int(x) for x in allpts.body) - foot_bodies):
-            k = allpts.body == b
-            self._others.append((b, np.ascontiguousarray(allpts.position[k]), allpts.radius[k].copy(),
-                                 np.zeros(int(k.sum()))))
+        others = sorted(set(int(x) for x in allpts.body) - foot_bodies)
+        other_groups = [(allpts.position[allpts.body == b], allpts.radius[allpts.body == b]) for b in others]
         self.base = base
         base.feet = tuple(feet)
         base.contact = np.zeros(len(feet), dtype=bool)
@@ -191,24 +203,53 @@ class BaseEstimator:
         self.dt = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
-        self.attitude = AttitudeFilter(imu.rotation_rpy)
-        self._q = model.neutral()
-        self._v = np.zeros(model.nv)
+        self.contact_lift = float(contact_lift)
+        att = AttitudeFilter(imu.rotation_rpy)    # its mount rotation and gain: the kernel runs the filter
+        nf = len(feet)
         self.R = np.eye(3)
         self.p = np.zeros(3)           # world position, m
         self.v = np.zeros(3)           # world velocity, m/s
-        self.P = [1.0, 0.0, 1.0]       # shared covariance [pp, pv, vv]
-        self._acc = accel_noise ** 2
-        self._rp, self._rv = position_noise ** 2, velocity_noise ** 2
-        self._stance = np.zeros(len(feet), dtype=bool)
-        self._sole = np.zeros(len(feet))
-        self._lowest = 0.0
-        self._tmp = np.zeros(3)
-        self.started = False
-        self.ticks = 0
-        self.gyro = self.accel = self.rpy = None
+        self.quaternion = np.array([0.0, 0.0, 0.0, 1.0])    # x, y, z, w base -> world
+        self.omega = np.zeros(3)       # rad/s, base frame
+        self.r = np.zeros((nf, 3))     # foot points rel. base, base axes
+        self.vrel = np.zeros((nf, 3))  # their velocities rel. base, base axes
+        self.anchor = np.zeros((nf, 2))  # world x, y where each foot touched down
+        self._stance = np.zeros(nf, dtype=bool)
+        self._sole = np.zeros(nf)
+        self.ground = np.zeros(nf)     # each foot's sole world height while it stood (filtered), m
+        self.lifted = np.zeros(nf, dtype=bool)   # it has left stance since the start
         #: this tick's telemetry columns (:meth:`telemetry_columns`), filled by :meth:`run`
-        self.telemetry = np.full(len(BASE_COLUMNS) + len(feet), np.nan)
+        self.telemetry = np.full(len(BASE_COLUMNS) + nf, np.nan)
+        fpts, frad, fstart = _ranges([(f.points, f.radius) for f in self.feet])
+        opts, orad, ostart = _ranges(other_groups)
+        self._kernel = BaseKernel(
+            model, self.data, self._jidx, self._vidx,
+            np.array([f.body for f in self.feet], dtype=np.int32),
+            np.ascontiguousarray([f.p_frame for f in self.feet], dtype=np.float64), fstart, fpts, frad,
+            np.array(others, dtype=np.int32), ostart, opts, orad,
+            np.array(att._M, dtype=np.float64), np.array(att._mount_inv, dtype=np.float64), att.gain,
+            self.dt, self.contact_height, self.contact_speed, self.contact_lift, STANCE_TAU_S,
+            float(accel_noise), float(position_noise), float(velocity_noise), model.neutral(),
+            np.zeros(model.nv), self.R, self.p, self.v, self.quaternion, self.omega, self.r, self.vrel,
+            self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8))
+        self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
+                                  base.contact.view(np.uint8), self.telemetry)
+        self.gyro = self.accel = self.rpy = None
+
+    @property
+    def started(self) -> bool:
+        """True after the first good tick (the filter started from the robot at rest)."""
+        return self._kernel.started
+
+    @property
+    def ticks(self) -> int:
+        """Good ticks estimated."""
+        return self._kernel.ticks
+
+    @property
+    def P(self) -> list[float]:
+        """The three axes' shared covariance [pp, pv, vv] (m^2, m^2/s, m^2/s^2)."""
+        return self._kernel.covariance
 
     def telemetry_columns(self) -> list[str]:
         """Names of :attr:`telemetry`: ``base.*`` then ``contact.FOOT``."""
@@ -217,184 +258,19 @@ class BaseEstimator:
     def bind(self, gyro: np.ndarray, accel: np.ndarray, rpy: np.ndarray) -> None:
         """The IMU reader's (3,) arrays, board axes (filled by the read stage each tick)."""
         self.gyro, self.accel, self.rpy = gyro, accel, rpy
-
-    # ------------------------------------------------------------------
-    def _rotation(self) -> None:
-        x, y, z, w = self.attitude.q
-        R = self.R
-        R[0, 0], R[0, 1], R[0, 2] = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
-        R[1, 0], R[1, 1], R[1, 2] = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
-        R[2, 0], R[2, 1], R[2, 2] = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
-
-    def _legs(self) -> None:
-        """Foot positions / velocities rel. base and sole heights (world z rel. base)."""
-        model, data, q, v = self.model, self.data, self._q, self._v
-        q[self._jidx] = self.position
-        v[3], v[4], v[5] = self.attitude.omega
-        v[self._vidx] = self.velocity
-        # one compiled pass: placements and spatial velocities of every body, base at the origin
-        # (so "world" is the base frame) moving with the gyro's rate and the joints' velocities
-        self._fk(model, data, q, v)
-        oR, op, vw = data.rotation_body_to_world, data.position_body_in_world, data.velocity_body_world
-        Rz = self.R[2]
-        for i, f in enumerate(self.feet):
-            b = f.body
-            r = f.r
-            np.dot(oR[b], f.p_frame, out=r)
-            r += op[b]
-            np.dot(Rz, oR[b], out=f._w)
-            np.dot(f.points, f._w, out=f._z)
-            f._z -= f.radius
-            self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
-            # the foot point's velocity: spatial velocity (at the origin) moved to the point
-            # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
-            s0, s1, s2, s3, s4, s5 = vw[b].tolist()
-            r0, r1, r2 = r.tolist()
-            vr = f.vrel
-            vr[0], vr[1], vr[2] = s0 + s4 * r2 - s5 * r1, s1 + s5 * r0 - s3 * r2, s2 + s3 * r1 - s4 * r0
-        low = self._sole.min()
-        w = self._tmp
-        for b, pts, rad, z in self._others:
-            np.dot(Rz, oR[b], out=w)
-            np.dot(pts, w, out=z)
-            z -= rad
-            low = min(low, z.min() + Rz @ op[b])
-        self._lowest = low
-
-    def _contacts(self) -> None:
-        low = self._lowest          # the lowest point of the robot is on the ground
-        h = self.contact_height
-        st = self._stance
-        Rz, vz_max = self.R[2], self.contact_speed
-        sole, vz0 = self._sole.tolist(), float(self.v[2])
-        for i in range(len(st)):
-            above = sole[i] - low
-            # stance: near the ground, and not rising or falling fast (a foot lifting off or
-            # about to land passes through the height band)
-            vz = vz0 + Rz @ self.feet[i].vrel
-            now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
-            if now and not st[i]:     # touch-down: remember where (world x, y)
-                f = self.feet[i]
-                np.dot(self.R, f.r, out=self._tmp)
-                f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
-            st[i] = now
-
-    def _predict(self, dt: float) -> None:
-        a = self._tmp
-        np.dot(self.R, self.attitude._to_base(self.accel), out=a)
-        a0, a1, a2 = a.tolist()
-        a2 += GRAVITY_Z
-        # per axis in Python floats (no temporary arrays), the same operations in the same order
-        h = 0.5 * dt * dt
-        p, v = self.p, self.v
-        p0, p1, p2 = p.tolist()
-        v0, v1, v2 = v.tolist()
-        p[0], p[1], p[2] = p0 + (v0 * dt + h * a0), p1 + (v1 * dt + h * a1), p2 + (v2 * dt + h * a2)
-        v[0], v[1], v[2] = v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt
-        pp, pv, vv = self.P
-        q = self._acc
-        pp, pv, vv = (pp + 2 * dt * pv + dt * dt * vv + q * dt ** 4 / 4,
-                      pv + dt * vv + q * dt ** 3 / 2, vv + q * dt * dt)
-        self.P = [pp, pv, vv]
-
-    def _correct(self) -> None:
-        n = int(self._stance.sum())
-        if n == 0:
-            # lying on something else: only the height is known (its lowest point on the ground)
-            self._correct_height()
-            return
-        R, t = self.R, self._tmp
-        px = py = pz = vx = vy = vz = 0.0
-        stance, sole = self._stance.tolist(), self._sole.tolist()
-        for i, f in enumerate(self.feet):
-            if not stance[i]:
-                continue
-            np.dot(R, f.r, out=t)
-            t0, t1, _ = t.tolist()
-            a0, a1 = f.anchor.tolist()
-            px += a0 - t0
-            py += a1 - t1
-            pz -= sole[i]
-            np.dot(R, f.vrel, out=t)
-            t0, t1, t2 = t.tolist()
-            vx -= t0
-            vy -= t1
-            vz -= t2
-        # 2x2 Kalman update, H = I: K = P (P + Rm)^-1, shared by the three axes
-        pp, pv, vv = self.P
-        rp, rv = self._rp / n, self._rv / n
-        a, b, d = pp + rp, pv, vv + rv
-        det = a * d - b * b
-        ia, ib, idd = d / det, -b / det, a / det
-        k11, k12 = pp * ia + pv * ib, pp * ib + pv * idd
-        k21, k22 = pv * ia + vv * ib, pv * ib + vv * idd
-        p, v = self.p, self.v
-        pl, vl = p.tolist(), v.tolist()
-        for ax, (zp, zv) in enumerate(((px / n, vx / n), (py / n, vy / n), (pz / n, vz / n))):
-            ep, ev = zp - pl[ax], zv - vl[ax]
-            p[ax] = pl[ax] + (k11 * ep + k12 * ev)
-            v[ax] = vl[ax] + (k21 * ep + k22 * ev)
-        # P = (I - K) P
-        self.P = [(1 - k11) * pp - k12 * pv, (1 - k11) * pv - k12 * vv, -k21 * pv + (1 - k22) * vv]
-
-    def _correct_height(self) -> None:
-        """Scalar Kalman update of z alone from the robot's lowest point resting on z = 0."""
-        pp, pv, vv = self.P
-        k1, k2 = pp / (pp + self._rp), pv / (pp + self._rp)
-        e = -self._lowest - self.p[2]
-        self.p[2] += k1 * e
-        self.v[2] += k2 * e     # P stays: it is shared with x and y, which saw nothing
-
-    def _start(self) -> None:
-        """First good tick: the robot rests with its lowest point on the ground, x = y = 0."""
-        self.p[:] = 0.0
-        self.p[2] = -float(self._lowest)
-        self.v[:] = 0.0
-        self.P = [1e-4, 0.0, 1e-2]
-        for f in self.feet:
-            np.dot(self.R, f.r, out=self._tmp)
-            f.anchor[0], f.anchor[1] = self._tmp[0], self._tmp[1]
-        self.started = True
+        self._kernel.bind(gyro, accel, rpy, self.position, self.velocity)
 
     def run(self) -> bool:
         """One tick; False (``base.valid`` False, the last estimate kept) when an input is NaN."""
-        base = self.base
-        g, a, r = self.gyro, self.accel, self.rpy
-        # a NaN anywhere makes the sums NaN: one check per array, no temporary arrays
-        if g is None or not (math.isfinite(g[0] + g[1] + g[2] + a[0] + a[1] + a[2] + r[0] + r[1] + r[2])
-                             and math.isfinite(self.position.sum() + self.velocity.sum())):
-            base.valid = False
+        ok = self._kernel.run()
+        if not ok:
             self.telemetry[12] = 0.0
-            return False
-        self.attitude.update(g, r, self.dt)
-        self._rotation()
-        self._legs()
-        self._contacts()
-        if not self.started:
-            self._start()
-        else:
-            self._predict(self.dt)
-            self._correct()
-        self.ticks += 1
-        base.position[:] = self.p
-        base.quaternion[:] = self.attitude.q
-        np.dot(self.R.T, self.v, out=base.linear_velocity)
-        w = self.attitude.omega
-        base.angular_velocity[0], base.angular_velocity[1], base.angular_velocity[2] = w
-        base.contact[:] = self._stance
-        base.valid = True
-        t = self.telemetry
-        t[0:3] = self.p
-        t[3], t[4], t[5] = quat_rpy(self.attitude.q)
-        t[6:9] = self.v
-        t[9], t[10], t[11] = w
-        t[12] = 1.0
-        t[13:] = self._stance
-        return True
+        self.base.valid = ok
+        return ok
 
     def summary(self) -> dict:
         """``base_position_in_world`` [m] and ``base_rpy`` [rad] of the last estimate (JSON-able)."""
-        q = self.attitude.q or (0.0, 0.0, 0.0, 1.0)
+        q = self.quaternion if self._kernel.has_orientation else (0.0, 0.0, 0.0, 1.0)
         return {"base_position_in_world": [float(x) for x in self.p],
                 "base_rpy": [float(x) for x in quat_rpy(q)],
                 "base_velocity_in_world": [float(x) for x in self.v],

@@ -1,0 +1,349 @@
+"""Test oracle: the base estimator as NumPy and Python floats (before it was compiled).
+
+This is ``controller/base_estimator.py`` as it stood before its per-tick work moved into
+``controller/_base_estimator.pyx``; the oracle test feeds both the same inputs and
+requires the same outputs to rounding.  Config handling and the default feet come from
+the production module (they are not what is compared).  The contact test has the
+sharper lift-off / landing rule added with the compilation (the same rule, in NumPy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from servoloop.controller.attitude import AttitudeFilter, quat_rpy
+from servoloop.controller.base_estimator import (
+    STANCE_TAU_S,
+    _contact_points,
+    _link_names,
+    default_feet,
+)
+from servoloop.controller.controllers import BaseState
+from servoloop.controller.errors import ConfigError
+from servoloop.controller.telemetry import BASE_COLUMNS
+
+__all__ = ["ReferenceEstimator"]
+
+GRAVITY_Z = -9.81
+
+
+class _Foot:
+    """One foot's precomputed geometry and per-tick buffers."""
+
+    def __init__(self, link, model, pts):
+        self.link = link
+        self.body, R, p = model.frame_placement(link)
+        self.R_frame, self.p_frame = R, p
+        mine = [k for k in range(len(pts)) if pts.body[k] == self.body and pts.names[k].split(":")[0] == link]
+        if not mine:
+            mine = [k for k in range(len(pts)) if pts.body[k] == self.body]
+        self.points = np.ascontiguousarray(pts.position[mine]) if mine else p[None].copy()
+        self.radius = np.ascontiguousarray(pts.radius[mine]) if mine else np.zeros(1)
+        self.r = np.zeros(3)          # foot point rel. base, base axes
+        self.vrel = np.zeros(3)       # its velocity rel. base, base axes
+        self.anchor = np.zeros(2)     # world x, y where it touched down
+        self._z = np.zeros(len(self.radius))
+        self.one_point = len(self.radius) == 1   # a ball foot: its sole is its one point (no reduction)
+        self._w = np.zeros(3)
+
+
+class ReferenceEstimator:
+    """Fills a :class:`~controller.controllers.BaseState` in place each tick.
+
+    Parameters
+    ----------
+    cfg : RobotConfig with ``imu`` and a floating-base ``model``
+    base : BaseState, the loop's (``JointState.base``)
+    position, velocity : (n,) joint readings (rad, rad/s), config order, filled by the joint map
+    dt : tick period, s
+    feet : link names (default :func:`default_feet`)
+    contact_height : m, sole height above the robot's lowest point that still counts as stance
+    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
+        stance foot)
+
+    Raises
+    ------
+    ConfigError
+        No URDF, an unknown foot link, an IMU on another link than the base.
+    """
+
+    def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
+                 feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
+        from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
+
+        self._fk = forward_kinematics
+
+        urdf = cfg.urdf_path()
+        if urdf is None:
+            raise ConfigError("imu: the base estimator needs the robot's URDF (model.urdf or model.name)",
+                              cfg.source, "model")
+        links = _link_names(urdf)
+        imu = cfg.imu
+        if imu.link is not None and imu.link != links[0]:
+            raise ConfigError(f"imu.link {imu.link!r}: only the base link {links[0]!r} is supported",
+                              cfg.source, "imu.link")
+        self.model = model = Model.from_urdf(str(urdf), floating_base=True, mimic=cfg.model.mimic)
+        self.data = Data(model)
+        names = list(model.joint_names)[1:]             # q order after the free-flyer
+        missing = [j for j in cfg.joint_names if j not in names]
+        if missing:
+            raise ConfigError(f"joints {missing} are not in {urdf}", cfg.source, "servos")
+        self._jidx = np.array([7 + names.index(j) for j in cfg.joint_names], dtype=np.intp)
+        self._vidx = self._jidx - 1
+        feet = tuple(feet) if feet else default_feet(cfg, model, self.data)
+        unknown = [f for f in feet if f not in links]
+        if unknown or not feet:
+            raise ConfigError(f"base estimator feet {list(unknown) or 'none found'}: not links of {urdf.name} "
+                              "(feet are links with collision spheres/boxes or simulation.contacts)",
+                              cfg.source, "simulation.contacts")
+        pts = _contact_points(urdf, cfg, set(feet))
+        self.feet = [_Foot(f, model, pts) for f in feet]
+        # the rest of the robot's contact geometry (a trunk, shins, arms): what it lies on
+        # when no foot is down; per body, points (k, 3) in the body frame and radii (k,)
+        allpts = _contact_points(urdf, cfg, None)
+        foot_bodies = {f.body for f in self.feet}
+        self._others = []
+        for b in sorted(set(int(x) for x in allpts.body) - foot_bodies):
+            k = allpts.body == b
+            self._others.append((b, np.ascontiguousarray(allpts.position[k]), allpts.radius[k].copy(),
+                                 np.zeros(int(k.sum()))))
+        self.base = base
+        base.feet = tuple(feet)
+        base.contact = np.zeros(len(feet), dtype=bool)
+        self.position, self.velocity = position, velocity
+        self.dt = float(dt)
+        self.contact_height = float(contact_height)
+        self.contact_speed = float(contact_speed)
+        self.contact_lift = float(contact_lift)
+        self._alpha = min(1.0, self.dt / STANCE_TAU_S)
+        self.ground = np.zeros(len(feet))
+        self.lifted = np.zeros(len(feet), dtype=bool)
+        self.attitude = AttitudeFilter(imu.rotation_rpy)
+        self._q = model.neutral()
+        self._v = np.zeros(model.nv)
+        self.R = np.eye(3)
+        self.p = np.zeros(3)           # world position, m
+        self.v = np.zeros(3)           # world velocity, m/s
+        self.P = [1.0, 0.0, 1.0]       # shared covariance [pp, pv, vv]
+        self._acc = accel_noise ** 2
+        self._rp, self._rv = position_noise ** 2, velocity_noise ** 2
+        self._stance = np.zeros(len(feet), dtype=bool)
+        self._sole = np.zeros(len(feet))
+        self._lowest = 0.0
+        self._tmp = np.zeros(3)
+        self.started = False
+        self.ticks = 0
+        self.gyro = self.accel = self.rpy = None
+        #: this tick's telemetry columns (:meth:`telemetry_columns`), filled by :meth:`run`
+        self.telemetry = np.full(len(BASE_COLUMNS) + len(feet), np.nan)
+
+    def telemetry_columns(self) -> list[str]:
+        """Names of :attr:`telemetry`: ``base.*`` then ``contact.FOOT``."""
+        return list(BASE_COLUMNS) + [f"contact.{f.link}" for f in self.feet]
+
+    def bind(self, gyro: np.ndarray, accel: np.ndarray, rpy: np.ndarray) -> None:
+        """The IMU reader's (3,) arrays, board axes (filled by the read stage each tick)."""
+        self.gyro, self.accel, self.rpy = gyro, accel, rpy
+
+    # ------------------------------------------------------------------
+    def _rotation(self) -> None:
+        x, y, z, w = self.attitude.q
+        R = self.R
+        R[0, 0], R[0, 1], R[0, 2] = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
+        R[1, 0], R[1, 1], R[1, 2] = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
+        R[2, 0], R[2, 1], R[2, 2] = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+
+    def _legs(self) -> None:
+        """Foot positions / velocities rel. base and sole heights (world z rel. base)."""
+        model, data, q, v = self.model, self.data, self._q, self._v
+        q[self._jidx] = self.position
+        v[3], v[4], v[5] = self.attitude.omega
+        v[self._vidx] = self.velocity
+        # one compiled pass: placements and spatial velocities of every body, base at the origin
+        # (so "world" is the base frame) moving with the gyro's rate and the joints' velocities
+        self._fk(model, data, q, v)
+        oR, op, vw = data.rotation_body_to_world, data.position_body_in_world, data.velocity_body_world
+        Rz = self.R[2]
+        for i, f in enumerate(self.feet):
+            b = f.body
+            r = f.r
+            np.dot(oR[b], f.p_frame, out=r)
+            r += op[b]
+            np.dot(Rz, oR[b], out=f._w)
+            np.dot(f.points, f._w, out=f._z)
+            f._z -= f.radius
+            self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
+            # the foot point's velocity: spatial velocity (at the origin) moved to the point
+            # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
+            s0, s1, s2, s3, s4, s5 = vw[b].tolist()
+            r0, r1, r2 = r.tolist()
+            vr = f.vrel
+            vr[0], vr[1], vr[2] = s0 + s4 * r2 - s5 * r1, s1 + s5 * r0 - s3 * r2, s2 + s3 * r1 - s4 * r0
+        low = self._sole.min()
+        w = self._tmp
+        for b, pts, rad, z in self._others:
+            np.dot(Rz, oR[b], out=w)
+            np.dot(pts, w, out=z)
+            z -= rad
+            low = min(low, z.min() + Rz @ op[b])
+        self._lowest = low
+
+    def _contacts(self) -> None:
+        low = self._lowest          # the lowest point of the robot is on the ground
+        h = self.contact_height
+        st = self._stance
+        Rz, vz_max = self.R[2], self.contact_speed
+        sole, vz0 = self._sole.tolist(), float(self.v[2])
+        lift = self.contact_lift
+        land = 0.5 * lift
+        for i in range(len(st)):
+            above = sole[i] - low
+            zw = float(self.p[2]) + sole[i]
+            rel = zw - self.ground[i]
+            # stance: near the ground, and not rising or falling fast (a foot lifting off or
+            # about to land passes through the height band)
+            vz = vz0 + Rz @ self.feet[i].vrel
+            now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
+            # the sharper rule (the compiled estimator's): lift-off and landing against the
+            # foot's own stance height
+            if st[i]:
+                now = now and rel < lift
+            elif self.lifted[i]:
+                now = now and (rel < land or above < land)
+            if now and st[i]:
+                self.ground[i] += self._alpha * (zw - self.ground[i])
+            elif now:                 # touch-down: remember where (world x, y) and how high
+                f = self.feet[i]
+                np.dot(self.R, f.r, out=self._tmp)
+                f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
+                self.ground[i] = zw
+            elif st[i]:
+                self.lifted[i] = True
+            st[i] = now
+
+    def _predict(self, dt: float) -> None:
+        a = self._tmp
+        np.dot(self.R, self.attitude._to_base(self.accel), out=a)
+        a0, a1, a2 = a.tolist()
+        a2 += GRAVITY_Z
+        # per axis in Python floats (no temporary arrays), the same operations in the same order
+        h = 0.5 * dt * dt
+        p, v = self.p, self.v
+        p0, p1, p2 = p.tolist()
+        v0, v1, v2 = v.tolist()
+        p[0], p[1], p[2] = p0 + (v0 * dt + h * a0), p1 + (v1 * dt + h * a1), p2 + (v2 * dt + h * a2)
+        v[0], v[1], v[2] = v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt
+        pp, pv, vv = self.P
+        q = self._acc
+        pp, pv, vv = (pp + 2 * dt * pv + dt * dt * vv + q * dt ** 4 / 4,
+                      pv + dt * vv + q * dt ** 3 / 2, vv + q * dt * dt)
+        self.P = [pp, pv, vv]
+
+    def _correct(self) -> None:
+        n = int(self._stance.sum())
+        if n == 0:
+            # lying on something else: only the height is known (its lowest point on the ground)
+            self._correct_height()
+            return
+        R, t = self.R, self._tmp
+        px = py = pz = vx = vy = vz = 0.0
+        stance, sole = self._stance.tolist(), self._sole.tolist()
+        for i, f in enumerate(self.feet):
+            if not stance[i]:
+                continue
+            np.dot(R, f.r, out=t)
+            t0, t1, _ = t.tolist()
+            a0, a1 = f.anchor.tolist()
+            px += a0 - t0
+            py += a1 - t1
+            pz -= sole[i]
+            np.dot(R, f.vrel, out=t)
+            t0, t1, t2 = t.tolist()
+            vx -= t0
+            vy -= t1
+            vz -= t2
+        # 2x2 Kalman update, H = I: K = P (P + Rm)^-1, shared by the three axes
+        pp, pv, vv = self.P
+        rp, rv = self._rp / n, self._rv / n
+        a, b, d = pp + rp, pv, vv + rv
+        det = a * d - b * b
+        ia, ib, idd = d / det, -b / det, a / det
+        k11, k12 = pp * ia + pv * ib, pp * ib + pv * idd
+        k21, k22 = pv * ia + vv * ib, pv * ib + vv * idd
+        p, v = self.p, self.v
+        pl, vl = p.tolist(), v.tolist()
+        for ax, (zp, zv) in enumerate(((px / n, vx / n), (py / n, vy / n), (pz / n, vz / n))):
+            ep, ev = zp - pl[ax], zv - vl[ax]
+            p[ax] = pl[ax] + (k11 * ep + k12 * ev)
+            v[ax] = vl[ax] + (k21 * ep + k22 * ev)
+        # P = (I - K) P
+        self.P = [(1 - k11) * pp - k12 * pv, (1 - k11) * pv - k12 * vv, -k21 * pv + (1 - k22) * vv]
+
+    def _correct_height(self) -> None:
+        """Scalar Kalman update of z alone from the robot's lowest point resting on z = 0."""
+        pp, pv, vv = self.P
+        k1, k2 = pp / (pp + self._rp), pv / (pp + self._rp)
+        e = -self._lowest - self.p[2]
+        self.p[2] += k1 * e
+        self.v[2] += k2 * e     # P stays: it is shared with x and y, which saw nothing
+
+    def _start(self) -> None:
+        """First good tick: the robot rests with its lowest point on the ground, x = y = 0."""
+        self.p[:] = 0.0
+        self.p[2] = -float(self._lowest)
+        self.v[:] = 0.0
+        self.P = [1e-4, 0.0, 1e-2]
+        for i, f in enumerate(self.feet):
+            np.dot(self.R, f.r, out=self._tmp)
+            f.anchor[0], f.anchor[1] = self._tmp[0], self._tmp[1]
+            self.ground[i] = self.p[2] + self._sole[i]
+        self.started = True
+
+    def run(self) -> bool:
+        """One tick; False (``base.valid`` False, the last estimate kept) when an input is NaN."""
+        base = self.base
+        g, a, r = self.gyro, self.accel, self.rpy
+        # a NaN anywhere makes the sums NaN: one check per array, no temporary arrays
+        if g is None or not (math.isfinite(g[0] + g[1] + g[2] + a[0] + a[1] + a[2] + r[0] + r[1] + r[2])
+                             and math.isfinite(self.position.sum() + self.velocity.sum())):
+            base.valid = False
+            self.telemetry[12] = 0.0
+            return False
+        self.attitude.update(g, r, self.dt)
+        self._rotation()
+        self._legs()
+        self._contacts()
+        if not self.started:
+            self._start()
+        else:
+            self._predict(self.dt)
+            self._correct()
+        self.ticks += 1
+        base.position[:] = self.p
+        base.quaternion[:] = self.attitude.q
+        np.dot(self.R.T, self.v, out=base.linear_velocity)
+        w = self.attitude.omega
+        base.angular_velocity[0], base.angular_velocity[1], base.angular_velocity[2] = w
+        base.contact[:] = self._stance
+        base.valid = True
+        t = self.telemetry
+        t[0:3] = self.p
+        t[3], t[4], t[5] = quat_rpy(self.attitude.q)
+        t[6:9] = self.v
+        t[9], t[10], t[11] = w
+        t[12] = 1.0
+        t[13:] = self._stance
+        return True
+
+    def summary(self) -> dict:
+        """``base_position_in_world`` [m] and ``base_rpy`` [rad] of the last estimate (JSON-able)."""
+        q = self.attitude.q or (0.0, 0.0, 0.0, 1.0)
+        return {"base_position_in_world": [float(x) for x in self.p],
+                "base_rpy": [float(x) for x in quat_rpy(q)],
+                "base_velocity_in_world": [float(x) for x in self.v],
+                "contact": {f.link: bool(c) for f, c in zip(self.feet, self._stance, strict=True)},
+                "valid": bool(self.base.valid)}
