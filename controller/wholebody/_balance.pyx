@@ -440,3 +440,32 @@ cdef class BalanceKernel:
         for k in range(nv):
             vp[k] = v[k] - vp[k]
         return 0
+
+
+def servo_command(const double[::1] tau, double[::1] tau_f, double alpha,
+                  const double[::1] position, const double[::1] velocity,
+                  const double[::1] advance, const double[::1] posture,
+                  const unsigned char[::1] impedance, const double[::1] own_offset,
+                  double[::1] effort, double[::1] goal, double[::1] kp, double[::1] kd):
+    """``wbc``'s command from the core's torques (n,) [N m], in place (one call, not eleven).
+
+    ``tau_f`` (n,) is low-passed towards ``tau`` by ``alpha`` and becomes ``effort``;
+    the goal is ``position + advance * velocity`` (``posture`` where ``impedance``) plus
+    ``own_offset * tau_f``; the host gains ``kp`` and ``kd`` are zeroed.
+    """
+    cdef Py_ssize_t i, n = tau.shape[0]
+    if not (tau_f.shape[0] == position.shape[0] == velocity.shape[0] == advance.shape[0]
+            == posture.shape[0] == impedance.shape[0] == own_offset.shape[0] == effort.shape[0]
+            == goal.shape[0] == kp.shape[0] == kd.shape[0] == n):
+        raise ValueError(f"servo_command: every array must have the {n} joints of tau")
+    with nogil:
+        for i in range(n):
+            tau_f[i] += (tau[i] - tau_f[i]) * alpha
+            effort[i] = tau_f[i]
+            if impedance[i]:
+                goal[i] = posture[i]
+            else:
+                goal[i] = velocity[i] * advance[i] + position[i]
+            goal[i] += tau_f[i] * own_offset[i]
+            kp[i] = 0.0
+            kd[i] = 0.0

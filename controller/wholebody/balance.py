@@ -34,6 +34,8 @@ import numpy as np
 
 from servoloop.controller.wholebody._balance import BalanceKernel
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix, rotation_log
+from servoloop.core_cy.inverse_dynamics import ContactInverseDynamics, WarmStart, solve
+from servoloop.core_cy.sim.model import Ground
 
 __all__ = ["Gains", "Targets", "BalanceCore", "ID_VARIANTS"]
 
@@ -112,8 +114,6 @@ class BalanceCore:
 
     def __init__(self, robot: WholeBodyRobot, dt: float, variant: str = "lcp_coulomb",
                  mu: float = 0.8, gains: Gains | None = None, plane: str = "stance") -> None:
-        from servoloop.core_cy.inverse_dynamics import WarmStart
-
         self.robot = robot
         self.dt = float(dt)
         self.variant = variant
@@ -217,24 +217,22 @@ class BalanceCore:
         On a solver failure the previous torques are kept (counted in :attr:`failures`).
         """
         r = self.robot
-        key = tuple(np.asarray(stance, dtype=bool).tolist())
+        st = np.asarray(stance, dtype=bool)
+        key = st.tobytes()              # the stance set, as a dict key without a tuple per tick
         if key != self._warm_key:       # the warm start is per contact list
             self._warm.active = []
             self._warm_key = key
         entry = self._ws.get(key)
         if entry is None:
             # the stance set's contact points, once (a trot cycles through a few sets)
-            contacts = r.contact_subset(stance)
+            contacts = r.contact_subset(st)
             entry = self._ws[key] = [contacts, None, np.zeros((len(contacts.names), 3)), self.mu]
         contacts = entry[0]
-        extra = {}
-        if self.plane == "stance" and np.any(stance):
-            from servoloop.core_cy.sim.model import Ground
-
-            st = np.asarray(stance, dtype=bool)
+        ground = None
+        if self.plane == "stance" and b"\x01" in key:      # any foot in stance
             q_js, ms, st_js = self._Js_for
             # the stance rows accelerations() made this tick, at the same q and stance
-            reuse = q_js is q and ms > 0 and st_js == st.tobytes()
+            reuse = q_js is q and ms > 0 and st_js == key
             self._Js_for = (None, 0, b"")
             # the plane through the highest stance foot's lowest point, and the nearest
             # velocity that keeps the stance feet still: a foot sinking into soft ground,
@@ -246,38 +244,32 @@ class BalanceCore:
                 v = v - np.linalg.lstsq(J, J @ v, rcond=None)[0]
             else:
                 v = self._vp
-            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
-            # higher than that (a box's top corners, a tilted sole's heel) take no force
-            extra = {"ground": Ground(point=(0.0, 0.0, top)), "baumgarte": 0.0,
-                     "margin": 1e-3}
+            ground = Ground(point=(0.0, 0.0, top))
         try:
             if self.variant == "lcp_noslip":
                 # its warm start (Alg. 2's active set) goes through the Result-making call
-                from servoloop.core_cy.inverse_dynamics import solve
-
                 res = solve(r.model, r.data, q, v, qdd, contacts, self.mu, self.variant, dt=self.dt,
-                            armature=r.armature, warm=self._warm, **extra)
+                            armature=r.armature, warm=self._warm, **_plane_args(ground))
                 self.tau[:] = res.tau[r.idx]
                 self.forces = res.contact_forces
                 return self.tau
             ws = entry[1]
             if ws is None:
-                from servoloop.core_cy.inverse_dynamics import ContactInverseDynamics
-
                 # this core's own workspace for the stance set (mu and the plane set on it)
                 ws = entry[1] = ContactInverseDynamics(r.model, contacts, self.mu, self.variant,
-                                                       dt=self.dt, armature=r.armature, **extra)
+                                                       dt=self.dt, armature=r.armature,
+                                                       **_plane_args(ground))
                 entry[3] = self.mu
             if entry[3] != self.mu:
                 ws.mu = entry[3] = self.mu
-            if "ground" in extra:
-                ws.ground = extra["ground"]
+            if ground is not None:
+                ws.ground = ground
             ws.solve_into(q, v, qdd, self._tau_a, entry[2])
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
             return self.tau
-        self.tau[:] = self._tau_a[r.idx]
+        np.take(self._tau_a, r.idx, out=self.tau)
         self.forces = entry[2]
         return self.tau
 
@@ -285,3 +277,15 @@ class BalanceCore:
         """One tick: joint torques (n,) [N m] for the targets (also in :attr:`tau`)."""
         qdd = self.accelerations(q, v, tg)
         return self.torques(q, v, qdd, tg.stance)
+
+
+def _plane_args(ground) -> dict:
+    """The contact ID's plane arguments: the stance plane (``ground``) or the world's (None).
+
+    On the stance plane the Baumgarte term is off, and the margin is 1 mm: a stance foot's
+    lowest point is on the plane; points of a foot higher than that (a box's top corners, a
+    tilted sole's heel) take no force.
+    """
+    if ground is None:
+        return {}
+    return {"ground": ground, "baumgarte": 0.0, "margin": 1e-3}
