@@ -12,8 +12,11 @@ away.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from servoloop.controller.wholebody._gait import swing_progress_into, swing_targets
 from servoloop.controller.wholebody.balance import Targets
 from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix
@@ -67,41 +70,47 @@ class TrotPlanner:
         self.speed_goal = 0.0
         self._prev_stance = np.ones(nf, dtype=bool)
         self._t_prev = None
+        # update()'s buffers and the scalars it reads, once
+        self._heading = tuple(float(h) for h in self.heading)
+        self._vel = np.zeros(3)
+        self._u = np.zeros(nf)
+        self._touchdown = np.ascontiguousarray(gait.touchdown, dtype=float)
 
     def update(self, t: float, q, v) -> Targets:
         """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,)."""
-        tg, r, g = self.targets, self.robot, self.gait
+        tg = self.targets
         dt = 0.0 if self._t_prev is None else max(0.0, t - self._t_prev)
         self._t_prev = t
         step = self.accel * dt
         # min/max, not np.clip: the same number without a ufunc call per tick
         self.speed += float(min(max(self.speed_goal - self.speed, -step), step))
-        vel = self.speed * self.heading
+        # scalars, not 2- and 3-vectors: the same numbers without a NumPy call each
+        hx, hy, hz = self._heading
+        vx, vy = self.speed * hx, self.speed * hy
+        vel = self._vel
+        vel[0], vel[1], vel[2] = vx, vy, self.speed * hz
+        bp = tg.base_position
         tg.base_velocity[:] = vel
-        tg.base_position[:2] += vel[:2] * dt
-        lead = tg.base_position[:2] - q[:2]
-        n = np.linalg.norm(lead)
+        x, y = bp[0] + vx * dt, bp[1] + vy * dt
+        lx, ly = x - q[0], y - q[1]
+        n = math.sqrt(lx * lx + ly * ly)
         if n > self.max_lead:
-            tg.base_position[:2] = q[:2] + lead * (self.max_lead / n)
+            x, y = q[0] + lx * (self.max_lead / n), q[1] + ly * (self.max_lead / n)
+        bp[0], bp[1] = x, y
         tgait = t - self.stand_time
         if tgait < 0.0:
             tg.stance[:] = True
             return tg
-        u_all = g.swing_progress(tgait)
-        r.kinematics(q)
-        for i, foot in enumerate(r.feet):
-            u = u_all[i]
-            if u < 0.0:
-                tg.stance[i] = True
-                continue
-            if self._prev_stance[i]:
-                self.liftoff[i] = r.foot_position(foot)
-            tg.stance[i] = False
-            left = (1.0 - u) * g.swing_time
-            base_td = tg.base_position + vel * left
-            target = base_td + tg.base_rotation @ self.offset[i] + vel * (0.5 * g.stance_time)
-            target[2] = self.ground_z
-            p, dp, ddp = g.swing_reference(u, self.liftoff[i], target, self.ground_z)
-            tg.swing_position[i], tg.swing_velocity[i], tg.swing_acceleration[i] = p, dp, ddp
+        g, u_all = self.gait, self._u
+        swing_progress_into(tgait, g.period, g.duty, self._touchdown, u_all)
+        lifting = self._prev_stance & (u_all >= 0.0)
+        if lifting.any():
+            r = self.robot
+            r.kinematics(q)
+            for i in np.flatnonzero(lifting):
+                self.liftoff[i] = r.foot_position(r.feet[i])
+        swing_targets(u_all, g.period, g.duty, g.step_height, self.ground_z, bp, vel,
+                      tg.base_rotation, self.offset, self.liftoff, tg.stance.view(np.uint8),
+                      tg.swing_position, tg.swing_velocity, tg.swing_acceleration)
         self._prev_stance[:] = tg.stance
         return tg

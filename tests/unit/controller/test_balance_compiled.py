@@ -17,6 +17,7 @@ from servoloop.controller.wholebody.balance import BalanceCore, Targets
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.core_cy.sim.simulator import SimConfig
 from tests.unit.controller._balance_reference import ReferenceBalanceCore
+from tests.unit.controller._trot_reference import ReferenceTrotPlanner
 from tests.unit.controller.test_wbc import Rig
 
 REL = 1e-9
@@ -118,3 +119,36 @@ def test_the_kernel_names_mismatched_shapes():
     with pytest.raises(ValueError, match="BalanceKernel.accelerations: expected q"):
         core.accelerations(np.zeros(5), np.zeros(core.robot.model.nv), tg)
     assert isinstance(core, BalanceCore)
+
+
+def test_compiled_trot_references_match_the_numpy_planner():
+    rig = Rig("quadruped", "trot", {"speed_mps": 0.3})
+    rig.run(0.01)
+    ctrl = rig.ctrl
+    new = ctrl.planner
+    ref = ReferenceTrotPlanner(ctrl.robot, rig.plant.q.copy(), ctrl.posture, new.gait,
+                               height=new.targets.base_position[2], accel=new.accel)
+    ref.__dict__.update({k: np.array(v) if isinstance(v, np.ndarray) else v
+                         for k, v in new.__dict__.items() if k not in ("targets", "gait", "robot")})
+    ref.targets = Targets(*(np.array(getattr(new.targets, k)) for k in Targets.__dataclass_fields__))
+    update = new.update
+    seen = {"ticks": 0, "lifts": 0}
+
+    def twin(t, q, v):
+        prev = ref._prev_stance.copy()
+        a = ref.update(t, np.array(q), np.array(v))
+        b = update(t, q, v)
+        seen["ticks"] += 1
+        seen["lifts"] += int(np.any(prev & ~a.stance))
+        assert np.array_equal(a.stance, b.stance)
+        for k in ("base_position", "base_velocity", "swing_position", "swing_velocity",
+                  "swing_acceleration"):
+            ak, bk = getattr(a, k), getattr(b, k)
+            assert np.max(np.abs(ak - bk)) <= 1e-12 * max(1.0, np.max(np.abs(ak))), k
+        assert new.speed == pytest.approx(ref.speed, abs=1e-15)
+        return b
+
+    new.update = twin
+    rig.run(2.0)
+    assert seen["ticks"] == 2000 and seen["lifts"] > 10     # many lift-offs, 0.3 m/s reached
+    assert rig.plant.q[0] > 0.2
