@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from servoloop.controller.wholebody._gait import swing_progress_into, swing_targets
+from servoloop.controller.wholebody._gait import TrotKernel
 from servoloop.controller.wholebody.balance import Targets
 from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix
@@ -70,11 +70,10 @@ class TrotPlanner:
         self.speed_goal = 0.0
         self._prev_stance = np.ones(nf, dtype=bool)
         self._t_prev = None
-        # update()'s buffers and the scalars it reads, once
+        # update()'s scalars and compiled references (buffers bound once)
         self._heading = tuple(float(h) for h in self.heading)
-        self._vel = np.zeros(3)
-        self._u = np.zeros(nf)
-        self._touchdown = np.ascontiguousarray(gait.touchdown, dtype=float)
+        self._kernel = TrotKernel(gait.touchdown, self.offset, self.liftoff, self._prev_stance,
+                                  self.targets)
 
     def update(self, t: float, q, v) -> Targets:
         """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,)."""
@@ -87,10 +86,9 @@ class TrotPlanner:
         # scalars, not 2- and 3-vectors: the same numbers without a NumPy call each
         hx, hy, hz = self._heading
         vx, vy = self.speed * hx, self.speed * hy
-        vel = self._vel
+        vel, bv, bp = self._kernel.vel, tg.base_velocity, tg.base_position
         vel[0], vel[1], vel[2] = vx, vy, self.speed * hz
-        bp = tg.base_position
-        tg.base_velocity[:] = vel
+        bv[0], bv[1], bv[2] = vx, vy, self.speed * hz
         x, y = bp[0] + vx * dt, bp[1] + vy * dt
         lx, ly = x - q[0], y - q[1]
         n = math.sqrt(lx * lx + ly * ly)
@@ -101,16 +99,12 @@ class TrotPlanner:
         if tgait < 0.0:
             tg.stance[:] = True
             return tg
-        g, u_all = self.gait, self._u
-        swing_progress_into(tgait, g.period, g.duty, self._touchdown, u_all)
-        lifting = self._prev_stance & (u_all >= 0.0)
-        if lifting.any():
+        g, k = self.gait, self._kernel
+        if k.progress(tgait, g.period, g.duty):
+            # a foot lifts off: its spline starts where it stands
             r = self.robot
             r.kinematics(q)
-            for i in np.flatnonzero(lifting):
+            for i in np.flatnonzero(self._prev_stance & (k.u >= 0.0)):
                 self.liftoff[i] = r.foot_position(r.feet[i])
-        swing_targets(u_all, g.period, g.duty, g.step_height, self.ground_z, bp, vel,
-                      tg.base_rotation, self.offset, self.liftoff, tg.stance.view(np.uint8),
-                      tg.swing_position, tg.swing_velocity, tg.swing_acceleration)
-        self._prev_stance[:] = tg.stance
+        k.swing(g.period, g.duty, g.step_height, self.ground_z)
         return tg
