@@ -156,6 +156,9 @@ class BalanceCore:
         # the contact ID: one workspace per stance set, solved in place
         self._ws: dict = {}
         self._tau_a = np.zeros(nv - 6)
+        # the controller joints' torques in the ID's (model order): a slice when in that order
+        # (np.take(out=) buffers its output: 5 us a tick)
+        self._tau_from = slice(0, robot.n) if isinstance(robot.v_joints, slice) else robot.idx
 
     # -- step 1-2: accelerations ------------------------------------------
     def accelerations(self, q, v, tg: Targets) -> np.ndarray:
@@ -269,7 +272,7 @@ class BalanceCore:
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
             return self.tau
-        np.take(self._tau_a, r.idx, out=self.tau)
+        self.tau[:] = self._tau_a[self._tau_from]
         self.forces = entry[2]
         return self.tau
 
