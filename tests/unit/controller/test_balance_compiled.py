@@ -152,3 +152,15 @@ def test_compiled_trot_references_match_the_numpy_planner():
     rig.run(2.0)
     assert seen["ticks"] == 2000 and seen["lifts"] > 10     # many lift-offs, 0.3 m/s reached
     assert rig.plant.q[0] > 0.2
+
+
+def test_bench_balance_replays_the_recorded_ticks():
+    import argparse
+
+    from servoloop.bench.balance import run
+
+    rep = run(argparse.Namespace(seconds=0.5, repeats=1))
+    cases = [r["case"] for r in rep["rows"]]
+    assert cases == ["quadruped wbc balance step", "quadruped trot balance step",
+                     "quadruped trot planner tick"]
+    assert all(r["ours"] > 0 and r["anchor"] == 1000.0 for r in rep["rows"])
