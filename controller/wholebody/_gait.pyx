@@ -1,12 +1,10 @@
 # cython: language_level=3
 """The trot's per-tick references, compiled (issue 11: trot at 1 kHz).
 
-:func:`swing_progress_into` is :meth:`gait.TrotGait.swing_progress` and
-:func:`swing_targets` fills the stance flags and the swing references of
-:meth:`trot_planner.TrotPlanner.update` for every foot in one call (before:
-~25 NumPy calls on 3-vectors per swinging foot per tick).  :class:`TrotKernel`
-runs both on buffers it holds (a typed-memoryview argument costs ~0.2 us to
-acquire, and the functions take a dozen).  The arithmetic is
+:class:`TrotKernel` computes what :meth:`gait.TrotGait.swing_progress` and
+:meth:`gait.TrotGait.swing_reference` give :meth:`trot_planner.TrotPlanner.update`,
+for every foot in two calls on buffers bound once (before: ~25 NumPy calls
+on 3-vectors per swinging foot per tick).  The arithmetic is
 the NumPy code's, operation for operation (``np.mod``'s sign rule, ``pow``
 where it had ``**``), so the numbers agree to rounding.
 """
@@ -64,60 +62,8 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
         swing_acceleration[i, 2] = h16 * (2.0 - 12.0 * u + 12.0 * u * u) / (T * T)
 
 
-def swing_progress_into(double t, double period, double duty, const double[::1] touchdown,
-                        double[::1] out, const unsigned char[::1] prev_stance):
-    """Per foot: swing progress u in [0, 1), or -1 in stance, at gait time ``t`` [s], into
-    ``out`` (feet,).  ``touchdown`` (feet,): the phase each foot lands at.
-
-    Returns how many feet lift off now (swinging, and in ``prev_stance`` (feet,) last tick).
-    """
-    cdef Py_ssize_t i, nf = touchdown.shape[0]
-    cdef double phase, u
-    cdef int lifting = 0
-    if out.shape[0] != nf or prev_stance.shape[0] != nf:
-        raise ValueError(f"swing_progress_into: out and prev_stance need {nf} entries (the "
-                         f"feet of touchdown), got {out.shape[0]} and {prev_stance.shape[0]}")
-    with nogil:
-        phase = _mod1(t / period)
-        for i in range(nf):
-            # the swing ends at the touchdown phase and lasts (1 - duty) of the cycle
-            u = _mod1(phase - (touchdown[i] - (1.0 - duty))) / (1.0 - duty)
-            out[i] = u if u < 1.0 else -1.0
-            if out[i] >= 0.0 and prev_stance[i]:
-                lifting += 1
-    return lifting
-
-
-def swing_targets(const double[::1] u_all, double period, double duty, double step_height,
-                  double ground_z, const double[::1] base_position, const double[::1] vel,
-                  const double[:, :] base_rotation, const double[:, ::1] offset,
-                  const double[:, ::1] liftoff, unsigned char[::1] stance,
-                  unsigned char[::1] prev_stance, double[:, ::1] swing_position, double[:, ::1] swing_velocity,
-                  double[:, ::1] swing_acceleration):
-    """Stance flags and swing references of every foot at progress ``u_all`` (feet,).
-
-    A foot with ``u < 0`` is in stance; a swinging one follows the spline from its
-    ``liftoff`` (feet, 3) point to a touchdown point ahead of its hip: the base reference
-    ``base_position`` (3,) moved on at ``vel`` (3,) [m/s] to touchdown, plus the foot's
-    ``offset`` (feet, 3) turned by ``base_rotation`` (3, 3), plus half the stance travel,
-    on the ground ``ground_z`` [m].  Writes ``stance`` and its copy ``prev_stance``
-    (feet,) (the next tick's lift-off test) and ``swing_position``,
-    ``swing_velocity``, ``swing_acceleration`` (feet, 3) [m, m/s, m/s^2] of swing feet.
-    """
-    cdef Py_ssize_t nf = u_all.shape[0]
-    if (stance.shape[0] != nf or prev_stance.shape[0] != nf or offset.shape[0] != nf or liftoff.shape[0] != nf
-            or swing_position.shape[0] != nf or swing_velocity.shape[0] != nf
-            or swing_acceleration.shape[0] != nf or base_position.shape[0] != 3
-            or vel.shape[0] != 3 or base_rotation.shape[0] != 3 or base_rotation.shape[1] != 3):
-        raise ValueError(f"swing_targets: expected {nf} feet in every per-foot array and 3-vectors")
-    with nogil:
-        _swing(u_all, period, duty, step_height, ground_z, base_position, vel, base_rotation,
-               offset, liftoff, stance, prev_stance, swing_position, swing_velocity,
-               swing_acceleration)
-
-
 cdef class TrotKernel:
-    """:func:`swing_progress_into` and :func:`swing_targets` on buffers bound once.
+    """The trot's swing progress and swing references, on buffers bound once.
 
     Parameters
     ----------
@@ -169,7 +115,9 @@ cdef class TrotKernel:
                              "feet (swing arrays (feet, 3), base 3-vector and (3, 3) rotation)")
 
     def progress(self, double t, double period, double duty):
-        """:func:`swing_progress_into` into :attr:`u`; returns the feet lifting off now."""
+        """Per foot: swing progress u in [0, 1), or -1 in stance, at gait time ``t`` [s]
+        (``TrotGait.swing_progress``), into :attr:`u`; returns how many feet lift off now
+        (swinging, and in stance last tick)."""
         cdef Py_ssize_t i, nf = self.touchdown.shape[0]
         cdef double phase, u
         cdef int lifting = 0
@@ -183,7 +131,15 @@ cdef class TrotKernel:
         return lifting
 
     def swing(self, double period, double duty, double step_height, double ground_z):
-        """:func:`swing_targets` of :attr:`u` and :attr:`vel` into the bound targets."""
+        """Stance flags and swing references of every foot at :attr:`u` into the targets.
+
+        A foot with ``u < 0`` is in stance; a swinging one follows the spline from its
+        lift-off point to a touchdown point ahead of its hip: the base reference moved on
+        at :attr:`vel` [m/s] to touchdown, plus the foot's offset turned by the base
+        rotation, plus half the stance travel, on the ground ``ground_z`` [m].  Writes the
+        targets' ``stance``, ``swing_position`` / ``velocity`` / ``acceleration`` (feet, 3)
+        [m, m/s, m/s^2] of swing feet, and the planner's last stance flags.
+        """
         tg = self._tg
         b = self._bound
         if (tg.base_position is not b[0] or tg.base_rotation is not b[1] or tg.stance is not b[2]
