@@ -21,6 +21,7 @@ BENCHMARKS = {
     "startup": "wall time of `servoloop --help` / `servoloop status` vs `import numpy`",
     "live": "tick work with the Foxglove live view (and a subscribed client) vs without",
     "estimator": "base estimator (IMU + leg kinematics) CPU per tick vs the tick period",
+    "balance": "whole-body balance step (wbc, trot) CPU per tick vs the tick period",
 }
 
 

@@ -104,6 +104,10 @@ class WbcController(Controller):
         # of their goal
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
             else np.zeros(ctx.n, dtype=bool)
+        self._impedance_u8 = self._impedance.view(np.uint8)
+        from servoloop.controller.wholebody._balance import servo_command
+
+        self._servo_command = servo_command
 
     # -- setup ------------------------------------------------------------
     def _load_robot(self):
@@ -343,20 +347,13 @@ class WbcController(Controller):
         tg = self.targets_for(t, q, v)
         tau = self.core.step(q, v, tg)
         # first-order low-pass: the state is a tick old on a bus, and the ID's torques
-        # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow
-        buf = self._buf                      # in place: no array made per tick
-        np.subtract(tau, self._tau, out=buf)
-        buf *= self._alpha
-        self._tau += buf
-        tau = self._tau
-        command.effort[:] = tau
-        np.multiply(state.velocity, self._advance, out=command.position)
-        command.position += state.position
-        np.copyto(command.position, self.posture, where=self._impedance)
-        np.multiply(tau, self._own_offset, out=buf)
-        command.position += buf
-        command.kp[:] = 0.0
-        command.kd[:] = 0.0
+        # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow.
+        # The goal: the measured position advanced by the damping (the posture where
+        # impedance), plus tau / k_p where the controller offsets the servo itself; in place
+        # and compiled (eleven NumPy calls of ~0.5 us each before)
+        self._servo_command(tau, self._tau, self._alpha, state.position, state.velocity,
+                            self._advance, self.posture, self._impedance_u8, self._own_offset,
+                            command.effort, command.position, command.kp, command.kd)
 
     def status(self) -> dict:
         return {"name": self.name, "variant": self.core.variant, "running": self.running,

@@ -16,11 +16,14 @@ One tick of whole-body control (seed 003's controller structure):
 Velocity-product terms (``Jdot v``) are left out: at the speeds of a stand
 or a trot they are small next to the PD terms, and the feedback absorbs them.
 
-At 1 kHz this runs in the loop's tick, so the tick makes no NumPy array it can
-avoid: the least squares of step 2 is solved through its normal equations
-(``sum w_i^2 J_i^T J_i`` is positive definite, the base and posture rows pin
-every column) in preallocated arrays, and the contact inverse dynamics runs in
-a workspace per stance set, in place (``solve_into``).
+At 1 kHz this runs in the loop's tick, so its arithmetic is compiled
+(:mod:`._balance`, issue 11): the task rows, the least squares of step 2
+through its normal equations (``sum w_i^2 J_i^T J_i`` is positive definite,
+the base and posture rows pin every column) and the inputs of step 3 (the
+stance plane, the velocity that keeps the stance feet still) run in C on
+preallocated arrays; the contact inverse dynamics runs in a workspace per
+stance set, in place (``solve_into``).  The NumPy implementation it replaced
+is the test oracle (``tests/unit/controller/_balance_reference.py``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dposv as _dposv
 
+from servoloop.controller.wholebody._balance import BalanceKernel
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix, rotation_log
+from servoloop.core_cy.inverse_dynamics import ContactInverseDynamics, WarmStart, solve
+from servoloop.core_cy.sim.model import Ground
 
 __all__ = ["Gains", "Targets", "BalanceCore", "ID_VARIANTS"]
 
@@ -109,8 +114,6 @@ class BalanceCore:
 
     def __init__(self, robot: WholeBodyRobot, dt: float, variant: str = "lcp_coulomb",
                  mu: float = 0.8, gains: Gains | None = None, plane: str = "stance") -> None:
-        from servoloop.core_cy.inverse_dynamics import WarmStart
-
         self.robot = robot
         self.dt = float(dt)
         self.variant = variant
@@ -134,7 +137,6 @@ class BalanceCore:
         # definite when the controller's joints are all of the model's (else: lstsq)
         n = robot.n
         self._normal = n == nv - 6 and len(set(np.asarray(robot.idx).tolist())) == n
-        self._H0 = np.zeros((nv, nv))
         self._H = np.zeros((nv, nv))
         self._g = np.zeros(nv)
         npts = sum(len(f.points) for f in robot.feet) + len(robot.feet)
@@ -143,78 +145,45 @@ class BalanceCore:
         self._Js_for = (None, 0, b"")           # (the q they were made at, rows, stance)
         self._a = np.zeros(npts * 3)
         self._pose_cols = 6 + np.asarray(robot.idx, dtype=np.intp)
-        self._q_cols = self._pose_cols + 1      # the same joints in q (the quaternion's 4th number)
-        self._gains_key = None
+        self._vp = np.zeros(nv)                 # the velocity given to the contact ID
+        feet = robot.feet
+        counts = [len(f.points) for f in feet]
+        # the compiled tick (step 2 when self._normal; the stance plane and velocity always)
+        self._kernel = BalanceKernel(
+            robot.model, robot.data, [f.body for f in feet], np.cumsum([0] + counts[:-1]), counts,
+            np.vstack([f.points for f in feet]), [f.center for f in feet], [f.radius for f in feet],
+            self._pose_cols, self._H, self._g, self._J, self._a, self._Js, self.qdd, self._vp)
         # the contact ID: one workspace per stance set, solved in place
         self._ws: dict = {}
         self._tau_a = np.zeros(nv - 6)
+        # the controller joints' torques in the ID's (model order): a slice when in that order
+        # (np.take(out=) buffers its output: 5 us a tick)
+        self._tau_from = slice(0, robot.n) if isinstance(robot.v_joints, slice) else robot.idx
 
     # -- step 1-2: accelerations ------------------------------------------
     def accelerations(self, q, v, tg: Targets) -> np.ndarray:
         """Desired ``qdd`` (nv,) of the tasks at state ``q`` (nq,), ``v`` (nv,)."""
-        r, g = self.robot, self.gains
-        r.kinematics(q)
-        R = quat_to_matrix(q[3:7])
-        v_lin_w = R @ v[:3]
-        w_b = v[3:6]
-        a_lin_w = g.base_kp * (tg.base_position - q[:3]) + g.base_kd * (tg.base_velocity - v_lin_w)
-        a_ang_w = g.rot_kp * rotation_log(tg.base_rotation @ R.T) - g.rot_kd * (R @ w_b)
-        if self._normal:
-            return self._accelerations_normal(q, v, tg, R, w_b, a_lin_w, a_ang_w)
-        return self._accelerations_lstsq(q, v, tg, R, w_b, a_lin_w, a_ang_w)
-
-    def _accelerations_normal(self, q, v, tg, R, w_b, a_lin_w, a_ang_w) -> np.ndarray:
-        """Step 2 through ``H qdd = g`` in preallocated arrays (see the module docstring)."""
-        r, g = self.robot, self.gains
-        key = (g.w_base, g.w_posture)
-        if key != self._gains_key:          # gains are settable over the socket
-            self._gains_key = key
-            H0 = self._H0
-            H0[:] = 0.0
-            H0[range(6), range(6)] = g.w_base ** 2
-            H0[self._pose_cols, self._pose_cols] = g.w_posture ** 2
-        H, rhs = self._H, self._g
-        wb2, wp2 = g.w_base ** 2, g.w_posture ** 2
-        rhs[:3] = R.T @ a_lin_w
-        rhs[:3] -= _cross(w_b, v[:3])
-        rhs[3:6] = R.T @ a_ang_w
-        rhs[:6] *= wb2
-        cols = self._pose_cols
-        rhs[cols] = wp2 * (g.posture_kp * (tg.posture - q[self._q_cols]) - g.posture_kd * v[cols])
-        Jw, aw, Js = self._J, self._a, self._Js
-        m = ms = 0
-        for i, foot in enumerate(r.feet):
-            if tg.stance[i]:
-                for p in foot.points:
-                    J = r.point_jacobian(q, foot.body, p, foot.radius)
-                    Js[ms:ms + 3] = J         # torques() needs the same rows at the same q
-                    ms += 3
-                    np.multiply(J, g.w_contact, out=Jw[m:m + 3])
-                    aw[m:m + 3] = (-g.w_contact * g.contact_kd) * (J @ v)
-                    m += 3
-            else:
-                J = r.point_jacobian(q, foot.body, foot.center, foot.radius)
-                x = r.foot_position(foot)
-                a = (tg.swing_acceleration[i] + g.swing_kp * (tg.swing_position[i] - x)
-                     + g.swing_kd * (tg.swing_velocity[i] - J @ v))
-                np.multiply(J, g.w_swing, out=Jw[m:m + 3])
-                aw[m:m + 3] = g.w_swing * a
-                m += 3
-        self._Js_for = (q, ms, tg.stance.tobytes())
-        Jm = Jw[:m]
-        np.matmul(Jm.T, Jm, out=H)
-        H += self._H0
-        rhs += Jm.T @ aw[:m]
-        _, x, info = _dposv(H, rhs)         # Cholesky (LAPACK): H is symmetric positive definite
-        if info != 0:
-            x = np.linalg.lstsq(H, rhs, rcond=None)[0]
-        self.qdd[:] = x
+        if not self._normal:
+            return self._accelerations_lstsq(q, v, tg)
+        stance = np.asarray(tg.stance, dtype=bool)
+        info = self._kernel.accelerations(q, v, stance.view(np.uint8), tg.base_position,
+                                          tg.base_velocity, tg.base_rotation, tg.posture,
+                                          tg.swing_position, tg.swing_velocity,
+                                          tg.swing_acceleration, self.gains)
+        self._Js_for = (q, self._kernel.ms, stance.tobytes())   # torques() reuses the rows
+        if info != 0:       # H not positive definite (a NaN state): the least squares
+            self.qdd[:] = np.linalg.lstsq(self._H, self._g, rcond=None)[0]
         return self.qdd
 
-    def _accelerations_lstsq(self, q, v, tg, R, w_b, a_lin_w, a_ang_w) -> np.ndarray:
+    def _accelerations_lstsq(self, q, v, tg) -> np.ndarray:
         """Step 2 as a stacked least squares (controller joints fewer than the model's)."""
         r, g = self.robot, self.gains
         nv = r.model.nv
+        r.kinematics(q)
+        R = quat_to_matrix(q[3:7])
+        w_b = v[3:6]
+        a_lin_w = g.base_kp * (tg.base_position - q[:3]) + g.base_kd * (tg.base_velocity - R @ v[:3])
+        a_ang_w = g.rot_kp * rotation_log(tg.base_rotation @ R.T) - g.rot_kd * (R @ w_b)
         rows, rhs = [], []
         # base: body-frame free-flyer acceleration (classical accel minus w x v)
         Jb = np.zeros((6, nv))
@@ -251,67 +220,59 @@ class BalanceCore:
         On a solver failure the previous torques are kept (counted in :attr:`failures`).
         """
         r = self.robot
-        key = tuple(np.asarray(stance, dtype=bool).tolist())
+        st = np.asarray(stance, dtype=bool)
+        key = st.tobytes()              # the stance set, as a dict key without a tuple per tick
         if key != self._warm_key:       # the warm start is per contact list
             self._warm.active = []
             self._warm_key = key
         entry = self._ws.get(key)
         if entry is None:
             # the stance set's contact points, once (a trot cycles through a few sets)
-            contacts = r.contact_subset(stance)
+            contacts = r.contact_subset(st)
             entry = self._ws[key] = [contacts, None, np.zeros((len(contacts.names), 3)), self.mu]
         contacts = entry[0]
-        extra = {}
-        if self.plane == "stance" and np.any(stance):
-            from servoloop.core_cy.sim.model import Ground
-
-            r.kinematics(q)
-            # each stance foot's lowest point; the plane through the highest of those
-            top = max(min(r.point_world(f.body, p)[2] for p in f.points) - f.radius
-                      for f, on in zip(r.feet, stance, strict=True) if on)
-            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
-            # higher than that (a box's top corners, a tilted sole's heel) take no force
-            extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
-                     "margin": 1e-3}
-            # the nearest velocity that keeps the stance feet still: a foot sinking into
-            # soft ground, legs splaying or an estimate's velocity error must not read as an
-            # impact the contacts stop within one tick
-            q_js, ms, st = self._Js_for
-            if q_js is q and ms and st == np.asarray(stance).tobytes():
-                J = self._Js[:ms]       # made by accelerations() this tick, same q and stance
-            else:
-                J = np.vstack([r.point_jacobian(q, f.body, p, f.radius)
-                               for f, on in zip(r.feet, stance, strict=True) if on for p in f.points])
+        ground = None
+        if self.plane == "stance" and b"\x01" in key:      # any foot in stance
+            q_js, ms, st_js = self._Js_for
+            # the stance rows accelerations() made this tick, at the same q and stance
+            reuse = q_js is q and ms > 0 and st_js == key
             self._Js_for = (None, 0, b"")
-            v = v - _row_space_part(J, v)
+            # the plane through the highest stance foot's lowest point, and the nearest
+            # velocity that keeps the stance feet still: a foot sinking into soft ground,
+            # legs splaying or an estimate's velocity error must not read as an impact the
+            # contacts stop within one tick
+            top, status = self._kernel.stance_velocity(q, v, st.view(np.uint8), reuse)
+            if status:      # dependent rows (several points of one flat foot): SVD
+                J = self._Js[:self._kernel.ms]
+                v = v - np.linalg.lstsq(J, J @ v, rcond=None)[0]
+            else:
+                v = self._vp
+            ground = Ground(point=(0.0, 0.0, top))
         try:
             if self.variant == "lcp_noslip":
                 # its warm start (Alg. 2's active set) goes through the Result-making call
-                from servoloop.core_cy.inverse_dynamics import solve
-
                 res = solve(r.model, r.data, q, v, qdd, contacts, self.mu, self.variant, dt=self.dt,
-                            armature=r.armature, warm=self._warm, **extra)
+                            armature=r.armature, warm=self._warm, **_plane_args(ground))
                 self.tau[:] = res.tau[r.idx]
                 self.forces = res.contact_forces
                 return self.tau
             ws = entry[1]
             if ws is None:
-                from servoloop.core_cy.inverse_dynamics import ContactInverseDynamics
-
                 # this core's own workspace for the stance set (mu and the plane set on it)
                 ws = entry[1] = ContactInverseDynamics(r.model, contacts, self.mu, self.variant,
-                                                       dt=self.dt, armature=r.armature, **extra)
+                                                       dt=self.dt, armature=r.armature,
+                                                       **_plane_args(ground))
                 entry[3] = self.mu
             if entry[3] != self.mu:
                 ws.mu = entry[3] = self.mu
-            if "ground" in extra:
-                ws.ground = extra["ground"]
+            if ground is not None:
+                ws.ground = ground
             ws.solve_into(q, v, qdd, self._tau_a, entry[2])
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
             return self.tau
-        self.tau[:] = self._tau_a[r.idx]
+        self.tau[:] = self._tau_a[self._tau_from]
         self.forces = entry[2]
         return self.tau
 
@@ -321,23 +282,13 @@ class BalanceCore:
         return self.torques(q, v, qdd, tg.stance)
 
 
-def _row_space_part(J: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``J^+ J v`` (nv,): the part of ``v`` that moves the rows of ``J`` (m, nv).
+def _plane_args(ground) -> dict:
+    """The contact ID's plane arguments: the stance plane (``ground``) or the world's (None).
 
-    Through ``J J^T`` (m, m) where the rows are independent (point feet on distinct
-    legs); a projection never lengthens ``v``, so a result that does (dependent rows:
-    several points of one flat foot) falls back to the SVD least squares.
+    On the stance plane the Baumgarte term is off, and the margin is 1 mm: a stance foot's
+    lowest point is on the plane; points of a foot higher than that (a box's top corners, a
+    tilted sole's heel) take no force.
     """
-    Jv = J @ v
-    if J.shape[0] <= J.shape[1]:
-        _, y, info = _dposv(J @ J.T, Jv)     # Cholesky fails (info > 0) on dependent rows
-        if info == 0:
-            x = J.T @ y
-            if x @ x <= (v @ v) * (1.0 + 1e-9) + 1e-30:
-                return x
-    return np.linalg.lstsq(J, Jv, rcond=None)[0]
-
-
-def _cross(a, b) -> np.ndarray:
-    """``a x b`` of two (3,) vectors (np.cross costs ~10 us of argument handling)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+    if ground is None:
+        return {}
+    return {"ground": ground, "baumgarte": 0.0, "margin": 1e-3}

@@ -44,14 +44,14 @@ class BaseSource:
         stance : (feet,) bool, feet on the ground (default all)
         """
         r, q, v = self.robot, self.q, self.v
-        q[7 + r.idx] = state.position
-        v[6 + r.idx] = state.velocity
         base = state.base
         if base is not None and base.valid:
-            r.full_state(base, state.position, state.velocity, q, v)
+            r.full_state(base, state.position, state.velocity, q, v)     # joints too
             self.estimated = True
             self.feet_world = None
             return q, v
+        q[r.q_joints] = state.position
+        v[r.v_joints] = state.velocity
         self.estimated = False
         nf = len(r.feet)
         stance = np.ones(nf, dtype=bool) if stance is None else np.asarray(stance, dtype=bool)

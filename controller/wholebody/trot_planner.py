@@ -12,8 +12,11 @@ away.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from servoloop.controller.wholebody._gait import TrotKernel
 from servoloop.controller.wholebody.balance import Targets
 from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix
@@ -67,41 +70,41 @@ class TrotPlanner:
         self.speed_goal = 0.0
         self._prev_stance = np.ones(nf, dtype=bool)
         self._t_prev = None
+        # update()'s scalars and compiled references (buffers bound once)
+        self._heading = tuple(float(h) for h in self.heading)
+        self._kernel = TrotKernel(gait.touchdown, self.offset, self.liftoff, self._prev_stance,
+                                  self.targets)
 
     def update(self, t: float, q, v) -> Targets:
         """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,)."""
-        tg, r, g = self.targets, self.robot, self.gait
+        tg = self.targets
         dt = 0.0 if self._t_prev is None else max(0.0, t - self._t_prev)
         self._t_prev = t
         step = self.accel * dt
         # min/max, not np.clip: the same number without a ufunc call per tick
         self.speed += float(min(max(self.speed_goal - self.speed, -step), step))
-        vel = self.speed * self.heading
-        tg.base_velocity[:] = vel
-        tg.base_position[:2] += vel[:2] * dt
-        lead = tg.base_position[:2] - q[:2]
-        n = np.linalg.norm(lead)
+        # scalars, not 2- and 3-vectors: the same numbers without a NumPy call each
+        hx, hy, hz = self._heading
+        vx, vy = self.speed * hx, self.speed * hy
+        vel, bv, bp = self._kernel.vel, tg.base_velocity, tg.base_position
+        vel[0], vel[1], vel[2] = vx, vy, self.speed * hz
+        bv[0], bv[1], bv[2] = vx, vy, self.speed * hz
+        x, y = bp[0] + vx * dt, bp[1] + vy * dt
+        lx, ly = x - q[0], y - q[1]
+        n = math.sqrt(lx * lx + ly * ly)
         if n > self.max_lead:
-            tg.base_position[:2] = q[:2] + lead * (self.max_lead / n)
+            x, y = q[0] + lx * (self.max_lead / n), q[1] + ly * (self.max_lead / n)
+        bp[0], bp[1] = x, y
         tgait = t - self.stand_time
         if tgait < 0.0:
             tg.stance[:] = True
             return tg
-        u_all = g.swing_progress(tgait)
-        r.kinematics(q)
-        for i, foot in enumerate(r.feet):
-            u = u_all[i]
-            if u < 0.0:
-                tg.stance[i] = True
-                continue
-            if self._prev_stance[i]:
-                self.liftoff[i] = r.foot_position(foot)
-            tg.stance[i] = False
-            left = (1.0 - u) * g.swing_time
-            base_td = tg.base_position + vel * left
-            target = base_td + tg.base_rotation @ self.offset[i] + vel * (0.5 * g.stance_time)
-            target[2] = self.ground_z
-            p, dp, ddp = g.swing_reference(u, self.liftoff[i], target, self.ground_z)
-            tg.swing_position[i], tg.swing_velocity[i], tg.swing_acceleration[i] = p, dp, ddp
-        self._prev_stance[:] = tg.stance
+        g, k = self.gait, self._kernel
+        if k.progress(tgait, g.period, g.duty):
+            # a foot lifts off: its spline starts where it stands
+            r = self.robot
+            r.kinematics(q)
+            for i in np.flatnonzero(self._prev_stance & (k.u >= 0.0)):
+                self.liftoff[i] = r.foot_position(r.feet[i])
+        k.swing(g.period, g.duty, g.step_height, self.ground_z)
         return tg
