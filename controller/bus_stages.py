@@ -129,7 +129,6 @@ class ReadStage:
                 self.servo_faults.handle(exc)
             return False
 
-
     def request(self) -> None:
         """Send the next tick's read instruction (read-ahead; the replies are taken by the
         next :meth:`run`, or by the bus before any other transaction).  A port error shows

@@ -127,6 +127,11 @@ class ControlLoop:
         self.errors = BusErrorCounts()
         self.joint_map = JointMap(servos)
         self.servo_faults = ServoFaultHandler(servos, cfg.safety, self.rate, event)
+        if cfg.loop.read_ahead:   # a config made in code skipped the loader's check
+            from servoloop.controller.config_checks import check_read_ahead
+            from servoloop.controller.errors import ConfigError
+
+            check_read_ahead(cfg, lambda msg, key: ConfigError(msg, cfg.source, key))
         self.read = ReadStage(self.errors, self.servo_faults, cfg.loop.read_ahead)
         self.read_ahead = cfg.loop.read_ahead
         self.bus = None

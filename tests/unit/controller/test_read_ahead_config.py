@@ -46,3 +46,14 @@ def test_the_cli_flag_reports_the_config_error_without_a_traceback(capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "loop.read_ahead" in err and "Traceback" not in err
+
+
+def test_a_config_made_in_code_is_checked_when_the_daemon_is_made():
+    from dataclasses import replace
+
+    from servoloop.controller.daemon import Daemon
+
+    cfg = builtin_config("humanoid")
+    cfg = replace(cfg, loop=replace(cfg.loop, read_ahead=True))     # no loader check on this path
+    with pytest.raises(ConfigError, match="loop.read_ahead"):
+        Daemon(cfg, bus=None, telemetry_path=None, socket_path=None)
