@@ -152,7 +152,12 @@ def test_quadruped_wbc_read_ahead_stands_through_the_virtual_bus_process():
     assert summary["state"] == "done", summary["faults"]
     assert summary["read_ahead"] is True and summary["faults"] == []
     assert summary["ticks"] > 100      # however loaded the machine (late ticks are skipped)
+    timing = {k: summary[k] for k in ("ticks", "missed", "missed_by_cause", "realtime")}
+    if summary["missed"] > summary["ticks"]:
+        # most deadlines skipped (another SCHED_FIFO process, a saturated machine): the plant
+        # ran on without control, as it would without read-ahead; nothing to judge here
+        pytest.skip(f"the machine starved the loop: {timing}")
     est = summary["estimate"]
-    assert est["valid"]
-    assert est["base_position_in_world"][2] > 0.2                       # standing
-    assert math.hypot(*est["base_rpy"][:2]) < 0.05                      # level
+    assert est["valid"], timing
+    assert est["base_position_in_world"][2] > 0.2, (est, timing)         # standing
+    assert math.hypot(*est["base_rpy"][:2]) < 0.05, (est, timing)        # level
