@@ -78,6 +78,8 @@ class JointReader:
         servos and them (:class:`~firmware_bridge.bulk.BulkReader`), and
         :attr:`device_parts` are their shares (values, ``check()``); otherwise (a
         Protocol 1.0 or mixed bus) :attr:`device_parts` is empty: read them on their own
+    one_transaction : on Protocol 2.0, also servos of several models (several sync reads)
+        are read in one BULK READ, so :meth:`request` / :meth:`collect` can split the read
 
     Attributes
     ----------
@@ -87,7 +89,7 @@ class JointReader:
     """
 
     def __init__(self, bus, ids, tables, names, effort: bool = False, free_turning=(),
-                 devices=()) -> None:
+                 devices=(), one_transaction: bool = False) -> None:
         self.bus = bus
         self.ids = list(ids)
         n = len(self.ids)
@@ -103,7 +105,8 @@ class JointReader:
         devices = [(list(d[0]), list(d[1])) for d in devices]
         every = self.ids + [sid for _, dev_ids in devices for sid in dev_ids]
         self.bulk, self.device_parts = None, []
-        if devices and all(bus.protocol_of(sid) == 2 for sid in every):
+        if (devices or (one_transaction and len(specs) > 1)) and all(
+                bus.protocol_of(sid) == 2 for sid in every):
             from servoloop.firmware_bridge.bulk import BulkReader
 
             # one transaction for servos and devices: one round trip per tick, not two
@@ -129,20 +132,58 @@ class JointReader:
             self.values = {name: np.full(n, np.nan) for name in self.names}
             self.values["effort"] = np.full(n, np.nan)
 
-    def read(self) -> None:
+    @property
+    def exchanges(self) -> int:
+        """Write + reply exchanges one read takes (1: :meth:`request` / :meth:`collect` apply)."""
+        if self.bulk is not None:
+            return 1
+        return sum(reader.exchanges for reader, _, _ in self.groups)
+
+    @property
+    def requested(self) -> bool:
+        """True between :meth:`request` and :meth:`collect`."""
+        return (self.bulk or self.groups[0][0]).requested
+
+    def request(self) -> None:
+        """Send the read's one instruction and return (read-ahead: the replies wait in the
+        port's buffer for :meth:`collect`; the bus takes them first if another transaction
+        comes before it).
+
+        Raises
+        ------
+        ValueError
+            The read takes more than one exchange (:attr:`exchanges`).
+        """
+        if self.exchanges != 1:
+            raise ValueError(f"a read of servos {self.ids} takes {self.exchanges} bus exchanges; "
+                             "only a one-exchange read can be requested ahead")
+        (self.bulk or self.groups[0][0]).request()
+
+    def collect(self) -> None:
+        """The replies to the last :meth:`request`, raised as :meth:`read` raises them."""
+        self.read(collect=True)
+
+    def read(self, collect: bool = False) -> None:
         """Read every group; on failure raise the first error with ``failures`` of all groups.
 
+        ``collect``: take the replies of the last :meth:`request` instead of reading anew.
         A PortError is raised at once.  Failed servos read NaN.
         """
         first = None
         failures: dict = {}
         bulk = self.bulk
         if bulk is not None:
-            bulk.read()         # the one transaction; each part then raises its own failures
+            # the one transaction; each part then raises its own failures
+            if collect:
+                bulk.collect()
+            else:
+                bulk.read()
         for reader, idx, eff in self.groups:
             try:
                 if bulk is not None:
                     reader.check()
+                elif collect:
+                    reader.collect()
                 else:
                     reader.read()
             except Exception as exc:

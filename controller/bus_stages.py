@@ -35,15 +35,23 @@ def _has_status_error(exc: BridgeError) -> bool:
 class ReadStage:
     """One sync read of position, velocity and effort of every servo (SI, config order).
 
+    With ``read_ahead`` the read is split in two (``loop.read_ahead``): :meth:`request`
+    at the end of a tick sends the next tick's instruction, and :meth:`run` at the start
+    of that tick collects the replies (normally in the port's buffer already) instead of
+    writing and waiting; the values are then sampled about one period before the tick
+    that uses them.  :meth:`run` reads anew when nothing was requested (the first tick).
+
     Parameters
     ----------
     errors : BusErrorCounts, shared with the other stages
     servo_faults : ServoFaultHandler
+    read_ahead : bool, split the read (the bus read must be one exchange, see :meth:`bind`)
     """
 
-    def __init__(self, errors: BusErrorCounts, servo_faults) -> None:
+    def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False) -> None:
         self.errors = errors
         self.servo_faults = servo_faults
+        self.read_ahead = read_ahead
         self.reader: JointReader | None = None
         self.failed = np.zeros(0, dtype=bool)
         self.disabled = np.zeros(0, dtype=bool)
@@ -57,7 +65,11 @@ class ReadStage:
         devices (the IMU board) to read in the same bulk read where the bus allows
         (the reader's ``device_parts``; see :class:`~controller.bus_io.JointReader`)."""
         self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True,
-                                  free_turning=free_turning, devices=devices)
+                                  free_turning=free_turning, devices=devices,
+                                  one_transaction=self.read_ahead)
+        if self.read_ahead and self.reader.exchanges != 1:   # config_checks refuses this robot first
+            raise ValueError(f"loop.read_ahead: the read of servos {list(ids)} takes "
+                             f"{self.reader.exchanges} bus exchanges per tick; read-ahead needs one")
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -96,7 +108,10 @@ class ReadStage:
         if self.failed.any():
             self.failed[:] = False
         try:
-            self.reader.read()
+            if self.read_ahead and self.reader.requested:
+                self.reader.collect()
+            else:
+                self.reader.read()
             return True
         except PortError as exc:
             self.errors.count(exc)
@@ -113,6 +128,12 @@ class ReadStage:
             if _has_status_error(exc):
                 self.servo_faults.handle(exc)
             return False
+
+    def request(self) -> None:
+        """Send the next tick's read instruction (read-ahead; the replies are taken by the
+        next :meth:`run`, or by the bus before any other transaction).  A port error shows
+        at that collect."""
+        self.reader.request()
 
 
 class ImuStage:

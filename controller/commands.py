@@ -65,6 +65,8 @@ def _register_run(sub) -> None:
     p.add_argument("--socket", help="command socket path (default socket.path; 'none' for no socket)")
     p.add_argument("--faults", help="fault SPEC for the built-in virtual bus (see servoloop virtual-bus)")
     p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
+    p.add_argument("--read-ahead", action="store_true",
+                   help="send each tick's read at the end of the previous tick (loop.read_ahead)")
     p.add_argument("--cpu", type=int, help="run the loop thread alone on this CPU (loop.cpu)")
     p.add_argument("--spin-us", type=float,
                    help="busy-wait tail before each deadline, us (loop.spin_s; 0: never spin)")
@@ -86,6 +88,8 @@ def _load_cfg(args):
         over["loop.sched_fifo"] = True
     if getattr(args, "cpu", None) is not None:
         over["loop.cpu"] = args.cpu
+    if getattr(args, "read_ahead", False):
+        over["loop.read_ahead"] = True
     if getattr(args, "spin_us", None) is not None:
         over["loop.spin_s"] = args.spin_us * 1e-6
     if args.controller and args.controller != cfg.controller.name:

@@ -43,6 +43,7 @@ from servoloop.controller.config_checks import (
     check_loop,
     check_model,
     check_protocols,
+    check_read_ahead,
     check_registers,
     check_safety,
     line_of,
@@ -170,6 +171,10 @@ class LoopConfig:
     cpu: int | None = field(default=None, metadata={"doc": (
         "the CPU the loop thread runs on alone: its helper threads and the built-in virtual bus "
         "are moved to the other CPUs (of `cpus` when given)")})
+    read_ahead: bool = field(default=False, metadata={"doc": (
+        "send each tick's read instruction at the end of the previous tick and collect the "
+        "replies when the tick begins: no bus round trip in the tick, state one period older; "
+        "needs the read to be one transaction (Protocol 2.0)")})
 
     def spin_tail_s(self, sched_fifo: bool = True) -> float:
         """The busy-wait tail in use, s: ``spin_s``; by default 50 us capped at 5 % of the period
@@ -469,6 +474,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     if b.baud <= 0:
         raise err(f"bus.baud must be > 0, got {b.baud}", "bus.baud")
     check_loop(cfg.loop, err)
+    check_read_ahead(cfg, err)
     if not cfg.simulation.held_s >= 0:
         raise err(f"simulation.held_s must be >= 0 s, got {cfg.simulation.held_s}", "simulation.held_s")
     check_pushes(cfg, err)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
+__all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_read_ahead", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
            "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
@@ -73,6 +73,28 @@ def check_protocols(cfg, err) -> None:
         if s.mode == "velocity" and not ({"goal_velocity", "operating_mode"} <= set(t.registers)
                                          or {"moving_speed", "cw_angle_limit"} <= set(t.registers)):
             raise err(f"servos[{i}] (id {s.id}): {t.name} has no velocity (wheel) mode", f"servos[{i}].mode")
+
+
+def check_read_ahead(cfg, err) -> None:
+    """``loop.read_ahead`` needs the tick's read to be one transaction: every servo (and the
+    IMU board) on Protocol 2.0 (one sync read, or one bulk read), or a single servo."""
+    from servoloop.firmware_bridge.control_table import get_table
+
+    if not cfg.loop.read_ahead:
+        return
+    proto = cfg.bus.protocol
+    p1 = [s.id for s in cfg.servos if proto == 1 or (proto == "mixed" and get_table(s.model).protocol == 1)]
+    if not p1:      # all on 2.0: one sync read, or one bulk read with several models or the IMU
+        return
+    if len(cfg.servos) == 1 and cfg.imu is None:
+        return      # one servo: one READ
+    why = (f"servos {p1} speak Protocol 1.0, which reads one servo per transaction (no sync read "
+           "on AX, no bulk read across models)")
+    if cfg.imu is not None:
+        why += f", and the IMU board (id {cfg.imu.id}) needs a read of its own"
+    raise err(f"loop.read_ahead needs the tick's read to be one bus transaction (one sync read, or "
+              f"one Protocol 2.0 bulk read of servos and IMU); here {why}. Set loop.read_ahead: false "
+              "for this robot", "loop.read_ahead")
 
 
 def check_model(s, i: int, where: str, err) -> None:

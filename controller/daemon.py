@@ -198,6 +198,7 @@ class Daemon:
                 log.exception("unexpected error in the loop")
             self.fault(Fault(FaultKind.INTERNAL, f"unexpected {type(exc).__name__}: {exc}"))
         finally:
+            self.loop.drain()   # no read request left on the wire (read-ahead), whatever stopped us
             self.env.end_realtime()
             self.env.resume_gc()
             self.close_bus()
@@ -401,6 +402,7 @@ class Daemon:
                 self.lifecycle.state = State.FAULT
         except Exception:  # noqa: BLE001 - nothing may stop us from stopping the servos
             self.lifecycle.state = State.FAULT
+        self.loop.drain()    # the replies owed to a read-ahead request first (never raises)
         self.stop_all_servos()
 
     def stop_all_servos(self) -> None:
@@ -493,6 +495,7 @@ class Daemon:
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
+            "read_ahead": self.loop.read_ahead,
             "comm": self.loop.safety.comm.status(),
             **self._estimate(),
         }
@@ -550,6 +553,7 @@ class Daemon:
             "robot": self.cfg.robot,
             "controller": self.cfg.controller.name,
             "total_ticks": int(self.tick),
+            "read_ahead": self.loop.read_ahead,
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,

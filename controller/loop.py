@@ -14,6 +14,8 @@
       -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap);
                     velocity (wheel) mode joints: velocity goal clamped and acceleration-limited
       -> write      one sync write per goal register / protocol (bus_stages.WriteStage)
+      -> request    read-ahead only (``loop.read_ahead``): the next tick's read instruction;
+                    that tick's read then collects the replies instead of writing and waiting
       -> record     one telemetry ring row                (telemetry.TickRecorder)
 
 Every array is allocated in :class:`ControlLoop`'s constructor (or at
@@ -23,9 +25,18 @@ Python object.  The deadline lives in ``ControlLoop.rate`` (a
 returns it (the first one of the tick wins, the tick still records) or, for
 what cannot wait (port gone, a servo's hardware error), raises
 :class:`~servoloop.controller.faults.FaultRaised`.
+
+Read-ahead takes the bus round trip out of the tick: the state a tick uses was
+sampled when the previous tick ended (about one period older), in exchange for not
+waiting on the replies (behind a USB adapter ~1 ms; a pty's tail is worse).  A tick's
+``bus_us`` is then the collect's wait plus its own write, monitor read and the next
+tick's request write.  A tick that ends in a fault sends no request; :meth:`ControlLoop.drain`
+takes one still outstanding (the daemon calls it on every way out).
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
@@ -46,6 +57,8 @@ from servoloop.controller.startup_ramp import StartupRamp
 from servoloop.controller.telemetry import TelemetryRing, TickRecorder
 
 __all__ = ["ControlLoop", "velocity_limits"]
+
+log = logging.getLogger("servoloop.daemon")
 
 
 def velocity_limits(bus, servos, tables) -> np.ndarray:
@@ -114,7 +127,14 @@ class ControlLoop:
         self.errors = BusErrorCounts()
         self.joint_map = JointMap(servos)
         self.servo_faults = ServoFaultHandler(servos, cfg.safety, self.rate, event)
-        self.read = ReadStage(self.errors, self.servo_faults)
+        if cfg.loop.read_ahead:   # a config made in code skipped the loader's check
+            from servoloop.controller.config_checks import check_read_ahead
+            from servoloop.controller.errors import ConfigError
+
+            check_read_ahead(cfg, lambda msg, key: ConfigError(msg, cfg.source, key))
+        self.read = ReadStage(self.errors, self.servo_faults, cfg.loop.read_ahead)
+        self.read_ahead = cfg.loop.read_ahead
+        self.bus = None
         self.imu = self.base_estimator = None
         if cfg.imu is not None:      # a floating base with an IMU board on the bus
             from servoloop.controller.base_estimator import BaseEstimator
@@ -163,6 +183,7 @@ class ControlLoop:
     def bind(self, bus, tables, readonly: bool) -> None:
         """Make the readers and writers on the open ``bus`` (``tables``: control tables, config order)."""
         self.readonly = readonly
+        self.bus = bus
         turning = [sid for sid, v in zip(self.ids, self.joint_map.is_velocity, strict=True) if v]
         imu = self.imu
         if imu is not None:
@@ -221,6 +242,17 @@ class ControlLoop:
         self.read.disabled[i] = True
         self.safety.slew.held[i] = True
         self.safety.comm.disable(i)
+
+    def drain(self) -> None:
+        """Take the replies of a read request still outstanding (read-ahead) off the bus, so
+        the loop never leaves one behind when it stops; never raises."""
+        bus = self.bus
+        if bus is None or getattr(bus, "pending", None) is None:
+            return
+        try:
+            bus.settle()
+        except Exception as exc:  # noqa: BLE001 - called on the way out, faults included
+            log.warning("draining the outstanding read request: %s", exc)
 
     def t_s(self) -> float:
         """Loop time of the current tick, s since the first startup deadline."""
@@ -286,6 +318,10 @@ class ControlLoop:
             bus_ns += clock.now_ns() - t
             if fault is None:
                 fault = f
+        if self.read_ahead and fault is None:
+            t = clock.now_ns()
+            self.read.request()   # after every other transaction of the tick: none collects it early
+            bus_ns += clock.now_ns() - t
         end = clock.now_ns()
         if code == _RUN:
             self.jitter.add(rate.late_ns)

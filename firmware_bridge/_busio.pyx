@@ -8,7 +8,9 @@ checksum/CRC and files each good reply under its servo's slot.  Python
 objects are touched only to call the ``on_after_write`` hook.
 
 :class:`GroupIO` is one preallocated read (sync read on Protocol 2.0, one
-read per servo on 1.0) plus its SI conversion; :class:`GroupWriteIO` is one
+read per servo on 1.0) plus its SI conversion, in two halves a read-ahead
+loop calls a tick apart (``request()`` writes the instruction, ``collect()``
+takes and decodes the replies; ``read()`` is both); :class:`GroupWriteIO` is one
 preallocated sync write.  :func:`transact` is the general, allocating form
 for everything off the hot path.
 """
@@ -357,6 +359,9 @@ cdef class GroupIO:
     cdef Py_ssize_t fast_len
     cdef uint8_t[::1] fastbuf
     cdef int[::1] ids_v, f_i2s, f_code, f_err, f_n
+    cdef RxState rst                 # one request's receive state, from request() to collect()
+    cdef double req_deadline         # the outstanding exchange's reply deadline (CLOCK_MONOTONIC)
+    cdef int req_state, last_bad     # see ``requested``; the settled request's result
 
     def __init__(self, int fd, int protocol, ids, bytes tx, tx_splits, int data_len, fields,
                  on_after_write=None, dirty=None, bint fast=False, int ntags=1, tag_len=None,
@@ -499,53 +504,115 @@ cdef class GroupIO:
             self.slot_n[i] = <int>(L + self.cur)
             memcpy(&self.data[i * self.stride], &self.fastbuf[base + 2], L)
 
-    @cython.boundscheck(False)
-    @cython.wraparound(False)
     def read(self):
         """One group read: returns the number of slots that are not OK (-1: port error).
 
         Fills ``out`` (SI values; NaN for every slot not OK or with a
         non-zero error byte), and ``codes``/``errors``/``counts`` per slot.
+        The same as :meth:`request` then :meth:`collect`.
         """
-        cdef int k, i, f, bad = 0, w, kk
-        cdef double deadline, tnow
-        cdef RxState st
-        cdef uint8_t* p
-        cdef int64_t v
-        cdef Py_ssize_t want
-        cdef int64_t fstale = 0
-        st.rx_len = 0
-        st.garbage_bytes = 0
-        st.port_error = 0
+        self.request()
+        return self.collect()
+
+    @property
+    def requested(self):
+        """0: no request outstanding; 1: a request is on the wire, its replies not yet taken;
+        2: its replies were taken (:meth:`settle`), :meth:`collect` returns their result."""
+        return self.req_state
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def request(self):
+        """Send the read's (first) instruction and return: 0, or -1 on a port error
+        (:meth:`collect` then returns -1 too).  The replies' deadline is the reply
+        timeout counted from now.
+
+        A request still outstanding is settled first (its result is then overwritten).
+        """
+        cdef int w
+        if self.req_state == 1:
+            self.settle()
+        self.rst.rx_len = 0
+        self.rst.garbage_bytes = 0
+        self.rst.port_error = 0
         memset(&self.slot_code[0], 0, self.n * sizeof(int))
         if self.unclean and self.ntags > 1:
             # replies to the last request may still be on their way: ask differently
             self.cur = (self.cur + 1) % self.ntags
+        self.req_state = 1
+        w = self._send(self.cur * self.ntx, 0)
+        if w != 0:
+            self.rst.port_error = 1
+            return -1
+        if self.on_after_write is not None:
+            self.on_after_write()
+        return 0
+
+    cdef int _send(self, int k, int kk) noexcept:
+        """Write exchange ``k`` (``kk``-th of this request); sets ``req_deadline``."""
+        cdef int w
+        with nogil:
+            # a clean previous exchange leaves nothing behind: skip the flush syscall
+            if self.dirty[0] or kk > 0:
+                tcflush(self.fd, TCIFLUSH)
+            self.dirty[0] = 1
+            self.rst.rx_len = 0
+            self.req_deadline = _now() + self.tx_timeout[k]
+            w = _write_all(self.fd, &self.tx[self.tx_start[k]], self.tx_len[k], self.req_deadline)
+        return w
+
+    def collect(self):
+        """The replies of the outstanding :meth:`request` (waiting for them up to its deadline),
+        decoded as :meth:`read` does; returns the slots not OK (-1: port error).
+
+        Raises
+        ------
+        RuntimeError
+            No request was made since the last collect (a caller's bug).
+        """
+        if self.req_state == 0:
+            raise RuntimeError("GroupIO.collect: no request outstanding")
+        if self.req_state == 1:
+            self.settle()
+        self.req_state = 0
+        return self.last_bad
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def settle(self):
+        """Take the outstanding request's replies off the wire now and decode them (into
+        ``out`` and the slot codes); :meth:`collect` then returns the result without waiting.
+        Nothing outstanding: no-op.  Protocol 1.0's further per-servo exchanges are made here."""
+        cdef int k, i, f, bad = 0, w, kk
+        cdef double tnow
+        cdef uint8_t* p
+        cdef int64_t v
+        cdef Py_ssize_t want
+        cdef int64_t fstale = 0
+        if self.req_state != 1:
+            return
+        self.req_state = 2
         want = self.tag_len[self.cur]
         for kk in range(self.ntx):
-            k = self.cur * self.ntx + kk
-            with nogil:
-                # a clean previous exchange leaves nothing behind: skip the flush syscall
-                if self.dirty[0] or kk > 0:
-                    tcflush(self.fd, TCIFLUSH)
-                self.dirty[0] = 1
-                st.rx_len = 0
-                deadline = _now() + self.tx_timeout[k]
-                w = _write_all(self.fd, &self.tx[self.tx_start[k]], self.tx_len[k], deadline)
-            if w != 0:
-                st.port_error = 1
+            if self.rst.port_error:
                 break
-            if self.on_after_write is not None:
-                self.on_after_write()
-            st.remaining = self.tx_count[k]
+            k = self.cur * self.ntx + kk
+            if kk > 0:
+                w = self._send(k, kk)
+                if w != 0:
+                    self.rst.port_error = 1
+                    break
+                if self.on_after_write is not None:
+                    self.on_after_write()
+            self.rst.remaining = self.tx_count[k]
             if self.fast:
-                st.remaining = 1
+                self.rst.remaining = 1
                 self.f_code[0] = S_PENDING
                 with nogil:
-                    _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
+                    _rx_loop(self.fd, self.protocol, self.req_deadline, &self.rx[0], self.rx.shape[0],
                              &self.scratch[0], self.scratch.shape[0], &self.f_i2s[0],
                              &self.f_code[0], &self.f_err[0], &self.f_n[0], &self.fastbuf[0],
-                             self.fastbuf.shape[0], self.max_total, &st, 0, &self.tag_len[0],
+                             self.fastbuf.shape[0], self.max_total, &self.rst, 0, &self.tag_len[0],
                              self.ntags, self.cur, &fstale)
                     self._split_fast()
                     if fstale:
@@ -553,22 +620,19 @@ cdef class GroupIO:
                         for i in range(self.n):
                             self.stale_v[i] += fstale
                         fstale = 0
-                if st.port_error:
-                    break
                 continue
             with nogil:
-                _rx_loop(self.fd, self.protocol, deadline, &self.rx[0], self.rx.shape[0],
+                _rx_loop(self.fd, self.protocol, self.req_deadline, &self.rx[0], self.rx.shape[0],
                          &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],
                          &self.slot_code[0], &self.slot_err[0], &self.slot_n[0], &self.data[0],
-                         self.stride, self.max_total, &st, 1, &self.tag_len[0], self.ntags,
+                         self.stride, self.max_total, &self.rst, 1, &self.tag_len[0], self.ntags,
                          self.cur, &self.stale_v[0], &self.slot_base[0])
-            if st.port_error:
-                break
-        self.garbage_bytes += st.garbage_bytes
-        self.port_error = st.port_error
-        if st.port_error:
+        self.garbage_bytes += self.rst.garbage_bytes
+        self.port_error = self.rst.port_error
+        if self.rst.port_error:
             self.unclean = 1
-            return -1
+            self.last_bad = -1
+            return
         if self.fast:
             want = self.data_len + self.cur   # _split_fast filed each servo's share
         with nogil:
@@ -598,12 +662,12 @@ cdef class GroupIO:
                         self.out_v[f, i] = NAN
                     continue
                 self.ok_v[i] += 1
-            if bad == 0 and st.rx_len == 0 and st.garbage_bytes == 0:
+            if bad == 0 and self.rst.rx_len == 0 and self.rst.garbage_bytes == 0:
                 self.dirty[0] = 0
                 self.unclean = 0
             else:
                 self.unclean = 1
-        return bad
+        self.last_bad = bad
 
     @cython.boundscheck(False)
     @cython.wraparound(False)

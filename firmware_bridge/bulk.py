@@ -222,7 +222,33 @@ class BulkReader:
         PortError
             The port failed (unplugged adapter).
         """
-        bad = self._io.read()
+        bus = self.bus
+        if bus._pending is not None:
+            bus.settle()
+        return self._result(self._io.read())
+
+    def request(self) -> None:
+        """First half of :meth:`read`: send the BULK READ, return without waiting (read-ahead;
+        see :meth:`SyncReader.request <firmware_bridge.sync.SyncReader.request>`)."""
+        bus = self.bus
+        if bus._pending is not None:
+            bus.settle()
+        self._io.request()
+        bus._pending = self
+
+    def collect(self) -> bool:
+        """Second half of :meth:`read`: the last :meth:`request`'s replies (waiting up to its
+        reply timeout, counted from the request); returns and raises as :meth:`read`."""
+        if self.bus._pending is self:
+            self.bus._pending = None
+        return self._result(self._io.collect())
+
+    @property
+    def requested(self) -> bool:
+        """True between :meth:`request` and :meth:`collect`."""
+        return self._io.requested != 0
+
+    def _result(self, bad: int) -> bool:
         if bad < 0:
             self.bad = len(self.ids)
             raise PortError(f"{self.bus.port}: the port failed during a bulk read (unplugged?)")

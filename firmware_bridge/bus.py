@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from servoloop.firmware_bridge import _busio, _codec
+from servoloop.firmware_bridge.bus_reports import ConnectReport, ServoHealth
 from servoloop.firmware_bridge.control_table import ControlTable, Register, get_table, model_name
 from servoloop.firmware_bridge.errors import (
     BridgeError,
@@ -94,45 +95,6 @@ class ServoSpec:
     model: str
 
 
-@dataclass
-class ServoHealth:
-    """Per-servo communication counters since the bus was opened."""
-
-    ok: int = 0
-    timeouts: int = 0
-    checksum_errors: int = 0
-    malformed: int = 0
-    error_bits: int = 0          # replies with a non-zero error byte
-    hardware_errors: int = 0     # of which hardware (alert / overload / ...)
-    stale: int = 0               # late replies to an earlier request, discarded
-    implausible: int = 0         # positions faster than the servo can move (corrupt reads)
-    last_error_raw: int = 0
-    last_hardware_error_status: int | None = None
-
-    @property
-    def failures(self) -> int:
-        return (self.timeouts + self.checksum_errors + self.malformed + self.error_bits
-                + self.implausible)
-
-
-@dataclass
-class ConnectReport:
-    """What :meth:`Bus.connect` found and changed."""
-
-    port: str
-    baud: int
-    protocol: int | str          # 1, 2 or "mixed"
-    servos: list[dict] = field(default_factory=list)
-    latency_timer_ms: int | str = "n/a"
-    latency_timer_fixed: bool = False
-    warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {"port": self.port, "baud": self.baud, "protocol": self.protocol,
-                "servos": self.servos, "latency_timer_ms": self.latency_timer_ms,
-                "latency_timer_fixed": self.latency_timer_fixed, "warnings": self.warnings}
-
-
 class Bus:
     """A half-duplex Dynamixel bus on one serial port.
 
@@ -188,6 +150,8 @@ class Bus:
         self._ok_sources: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         # 1 when stale bytes may wait on the fd (the hot path then flushes before writing)
         self._dirty = np.ones(1, dtype=np.int64)
+        # the group reader whose read request is on the wire (read-ahead), None: the bus is idle
+        self._pending = None
         self.garbage_bytes = 0
         self._serial = None
         self.fd = -1
@@ -221,6 +185,11 @@ class Bus:
         return self
 
     def close(self) -> None:
+        if self._pending is not None:
+            try:  # the replies still owed are taken (and dropped with the port): no raise here
+                self.settle()
+            except Exception:  # noqa: BLE001 - closing must go on
+                self._pending = None
         if self._serial is not None:
             try:
                 self._serial.close()
@@ -241,6 +210,26 @@ class Bus:
     def _require_open(self) -> None:
         if self.fd < 0:
             raise PortError(f"bus on {self.port} is not open")
+
+    # ---------------------------------------------------- half duplex
+    def settle(self) -> None:
+        """Take the replies of a read request still on the wire into its reader, now.
+
+        A read-ahead loop leaves one group read's request outstanding between ticks
+        (:meth:`SyncReader.request <firmware_bridge.sync.SyncReader.request>`); on a
+        half-duplex bus no other instruction may go out before its replies are in (they
+        would collide).  Every transaction calls this first: the replies are decoded into
+        the reader, whose next ``collect()`` returns them without waiting.  Nothing
+        outstanding: no-op.
+        """
+        reader, self._pending = self._pending, None
+        if reader is not None:
+            reader._io.settle()
+
+    @property
+    def pending(self):
+        """The group reader whose request is outstanding (None: none)."""
+        return self._pending
 
     # ----------------------------------------------------------- helpers
     def table(self, servo_id: int) -> ControlTable:
@@ -296,6 +285,8 @@ class Bus:
     def _transact(self, tx: bytes, ids, max_data: int, per_reply_bytes: int, protocol: int):
         """Write ``tx``, collect replies for ``ids`` in ``protocol``; failures to exceptions."""
         self._require_open()
+        if self._pending is not None:
+            self.settle()
         n = 253 if ids is None else len(ids)
         timeout = self._timeout(len(tx), n * per_reply_bytes, n, ids or ())
         self._dirty[0] = 1
@@ -396,6 +387,8 @@ class Bus:
         if self.protocol == 1:
             raise ValueError("broadcast ping needs Protocol 2.0; use per-id pings on 1.0")
         self._require_open()
+        if self._pending is not None:
+            self.settle()
         tx = _codec.ping(2, BROADCAST_ID)
         timeout = wait_s if wait_s is not None else self._timeout(len(tx), 253 * 14, 253)
         self._dirty[0] = 1

@@ -163,8 +163,49 @@ class SyncReader:
     def read(self) -> None:
         """One group read.  On failure raises (first failed servo's error class,
         ``failed_ids`` on it) and leaves NaN in the failed servos' entries."""
+        bus = self.bus
+        if bus._pending is not None:
+            bus.settle()
         if self._io.read():
             self._fail()
+
+    def request(self) -> None:
+        """First half of :meth:`read`: send the instruction, return without waiting (read-ahead).
+
+        The bus knows the request is outstanding: its next transaction of any kind first
+        takes the replies into this reader (:meth:`Bus.settle <firmware_bridge.bus.Bus.settle>`).
+        A port error shows at :meth:`collect`.  Only for a read that is one exchange
+        (Protocol 2.0): on 1.0 the other servos' reads would go out at ``collect``.
+        """
+        bus = self.bus
+        if bus._pending is not None:
+            bus.settle()
+        self._io.request()
+        bus._pending = self
+
+    def collect(self) -> None:
+        """Second half of :meth:`read`: the replies to the last :meth:`request` (waiting up to
+        its reply timeout, counted from the request), decoded; raises as :meth:`read`.
+
+        Raises
+        ------
+        RuntimeError
+            No request outstanding.
+        """
+        if self.bus._pending is self:
+            self.bus._pending = None
+        if self._io.collect():
+            self._fail()
+
+    @property
+    def requested(self) -> bool:
+        """True between :meth:`request` and :meth:`collect`."""
+        return self._io.requested != 0
+
+    @property
+    def exchanges(self) -> int:
+        """Write + reply exchanges per read: 1 on Protocol 2.0, one per servo on 1.0."""
+        return 1 if self.protocol == 2 else len(self.ids)
 
     def _fail(self) -> None:
         bus = self.bus
@@ -230,6 +271,8 @@ class SyncWriter:
         if not (type(values) is np.ndarray and values.dtype == np.float64
                 and values.flags.c_contiguous):
             values = np.ascontiguousarray(values, dtype=np.float64)
+        if self.bus._pending is not None:
+            self.bus.settle()      # half duplex: a read request's replies first
         try:
             rc = self._io.write(values)
         except ValueError as exc:
