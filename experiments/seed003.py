@@ -78,6 +78,10 @@ SENSED_CONTACTS = "none"
 ACTUATORS = ("ideal", "xm430")
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0
+#: feed the reference joint acceleration forward into qdd_des (ddq_ref + feedback)
+FEEDFORWARD = True
+#: solve the swing legs' reference joints from the measured base pose (see run_case)
+SWING_FROM_BASE = True
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -182,7 +186,8 @@ class _Reference:
 
         r, q = self.robot, self.q
         q[:3] = base_pos
-        q[3:7] = _quat(base_rot)
+        # base_rot: (3, 3) rotation, or (4,) the plant's own quaternion
+        q[3:7] = base_rot if np.shape(base_rot) == (4,) else _quat(base_rot)
         for _ in range(iters):
             r.kinematics(q)
             for f, cols, target in zip(r.feet, self.cols, feet_pos, strict=True):
@@ -228,6 +233,20 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     planner = TrotPlanner(robot, plant.q.copy(), q_stand, stand_time=0.3)
     planner.speed_goal = speed
     ref = _Reference(robot, plant.q.copy())
+    ref_sw = _Reference(robot, plant.q.copy())      # swing legs from the measured base
+    swing_cols = [cols - 6 for cols in ref.cols]      # each foot's joints in q[7:]
+
+    def reference(base_pos, base_rot, feet, base_now, stance_now):
+        # stance legs: IK from the reference base (their joint errors move the base back);
+        # swing legs: IK from the measured base, so a base below its reference does not
+        # put the swing foot into the ground before its touchdown (SWING_FROM_BASE)
+        q_r = ref.solve(base_pos, base_rot, feet).copy()
+        if SWING_FROM_BASE and not stance_now.all():
+            q_m = ref_sw.solve(base_now[:3], base_now[3:7], feet)
+            for j, on in enumerate(stance_now):
+                if not on:
+                    q_r[swing_cols[j]] = q_m[swing_cols[j]]
+        return q_r
     z0 = float(plant.q[2])
     n_steps = int(round(seconds / dt))
     model, data = robot.model, core_cy.Data(robot.model)
@@ -250,7 +269,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     def joint_qdd(q_ref, dq_ref, qj, vj):
         # the paper's ID controllers: the same joint error feedback into qdd_des (the base
         # part is what the contacts then give)
-        qdd_buf[6:] = KP_ID * (q_ref - qj) + KD_ID * (dq_ref - vj)
+        qdd_buf[6:] = KP_ID * (q_ref - qj) + KD_ID * (dq_ref - vj) + ddq_ref
         return qdd_buf
 
     tau_prev = None
@@ -258,6 +277,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     n_used = 0
     fell = 0
     q_ref_prev = None
+    dq_ref_prev = None
+    ddq_ref = np.zeros(robot.n)
     prev_targets = None
     foot_rows = np.cumsum([0] + [len(f.points) for f in robot.feet])
     robot.kinematics(plant.q)
@@ -285,6 +306,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             landed |= ~stance & (u > 0.5) & sensed
             landed &= ~stance
             stance |= landed
+        feet_now = np.array([robot.foot_position(f) for f in robot.feet])
         for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
             if stance[i] and not was_stance[i]:
                 anchor[i] = robot.foot_position(f)
@@ -297,12 +319,18 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             # is re-solved with those feet's new points, so dq_ref holds only the base's and
             # the swing feet's motion (the raw difference read the step as ~1 rad/s, and
             # KD_ID * that saturated the actuators at every touchdown)
-            p_pos, p_rot, p_feet = prev_targets
-            q_ref_prev = ref.solve(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet)).copy()
-        q_ref = ref.solve(tg.base_position, tg.base_rotation, feet_ref).copy()
-        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy())
+            p_pos, p_rot, p_feet, p_base = prev_targets
+            q_ref_prev = reference(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet), p_base,
+                                   stance)
+        q_ref = reference(tg.base_position, tg.base_rotation, feet_ref, q[:7], stance)
+        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy(), q[:7].copy())
         dq_ref = np.zeros(robot.n) if q_ref_prev is None else (q_ref - q_ref_prev) / dt
         q_ref_prev = q_ref
+        if FEEDFORWARD and dq_ref_prev is not None and not switched.any():
+            ddq_ref[:] = (dq_ref - dq_ref_prev) / dt
+        else:
+            ddq_ref[:] = 0.0
+        dq_ref_prev = dq_ref
         qj, vj = q[7:], v[6:]
         pred = None
         if c == "pid":
@@ -352,6 +380,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             acc["fsum"] += float(actual.sum())
         if trace is not None:
             trace.append({"stance": stance.copy(), "tau": tau.copy(), "tau_cmd": tau_cmd.copy(),
+                          "feet_ref": feet_ref.copy(), "feet": feet_now,
                           "q_err": q_ref - qj, "v_err": dq_ref - vj,
                           "pred": None if pred is None else pred.copy(),
                           "actual": None if pred is None else actual.copy()})
