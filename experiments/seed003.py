@@ -50,10 +50,13 @@ from servoloop.controller.wholebody.balance import BalanceCore
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+from servoloop.experiments.seed003_pid import PaperPID
 
-__all__ = ["CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
+__all__ = ["CONTROLLERS", "EXTRA_CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
 
 CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag2")
+#: controllers beyond the paper's seven: the servo-stiff joint PID (pid before it was the paper's)
+EXTRA_CONTROLLERS = ("pid_servo",)
 GROUNDS = ("rigid", "compliant")
 MUS = (0.1, math.inf)
 #: "infinite" friction where a finite coefficient is needed: the compliant law (its
@@ -254,7 +257,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
     f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
     integ = np.zeros(robot.n)
-    # PID: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
+    # pid_servo: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
     # XM430 holds the stand with them), damped as the ID controllers' feedback is (critically,
     # at each joint's inertia in the standing pose: 0.37-0.60 N m s/rad).  It is 2-5x stiffer
     # per joint than the IDs' feedback (KP_ID times the joint's inertia: 4-11 N m/rad); a PID
@@ -264,6 +267,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     kp_pid, ki_pid = 20.0, 5.0
     M0 = np.array(core_cy.crba(robot.model, core_cy.Data(robot.model), plant.q), dtype=float)
     kd_pid = 2.0 * np.sqrt(kp_pid * (np.diag(M0)[6:] + robot.armature))
+    pid = PaperPID(robot, np.diag(M0)[6:] + robot.armature, KP_ID, KD_ID, dt) if c == "pid" else None
     qdd_buf = np.zeros(robot.model.nv)
 
     def joint_qdd(q_ref, dq_ref, qj, vj):
@@ -334,6 +338,10 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         qj, vj = q[7:], v[6:]
         pred = None
         if c == "pid":
+            M = np.array(core_cy.crba(model, data, q), dtype=float)
+            tau = pid.torques(q, v, q_ref, dq_ref, stance, feet_ref, tg.swing_velocity * ~stance[:, None],
+                              tg.base_position, tg.base_velocity, M)
+        elif c == "pid_servo":
             e = q_ref - qj
             integ += e * dt
             tau = kp_pid * e + kd_pid * (dq_ref - vj) + ki_pid * integ
@@ -397,9 +405,10 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             fell = 1
             break
     n = max(n_used, 1)
+    pred_any = c not in ("pid", "pid_servo")
     out = {"pos_err_rad": acc["pos"] / n, "vel_err_rad_s": acc["vel"] / n,
            "dtau_mean": acc["dtau"] / max(n - 1, 1), "tau_mean": acc["tau"] / n, "fell": float(fell)}
-    if c != "pid":
+    if pred_any:
         out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
         out["id_failures"] = float(core.failures)
     out["distance_m"] = float(plant.q[0])
@@ -424,7 +433,7 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                 if progress:
                     progress(name)
                 metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators)
-                paper = PAPER[(ground, mu, c)]
+                paper = PAPER.get((ground, mu, c), {})
                 for m, val in metrics.items():
                     a = paper.get(m)
                     ours = None if val is None or not math.isfinite(val) else float(val)

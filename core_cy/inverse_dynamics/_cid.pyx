@@ -64,6 +64,7 @@ cdef double MU_INF_CAP = 10.0
 cdef double FACE_GAP = 1e-6
 # lcp_noslip: LCP passes at most while the released (sliding) contacts settle
 cdef int NOSLIP_PASSES = 6
+cdef bint RELEASE_TOUCHING = 0
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -72,6 +73,7 @@ cdef enum:
     E_MASS = 1          # A not positive definite
     E_LCP = 2           # Lemke failed even with the ladder
     E_NOSLIP = 3        # no-slip constraints violated after the fallback
+    E_NOSLIP_SET = 5    # no consistent set of sticking contacts within NOSLIP_PASSES
     E_STAGE1 = 4
 
 STATUS = {
@@ -79,6 +81,8 @@ STATUS = {
     E_MASS: "the base inertia A = M[:6, :6] is not positive definite (a NaN state?)",
     E_LCP: "Lemke found no solution even with regularisation 1e-4",
     E_NOSLIP: "the no-slip contact constraints are violated even after the §4.5 fallback",
+    E_NOSLIP_SET: "no consistent set of sticking contacts (a loaded contact released or an unloaded one "
+                  "holding friction) within the passes",
     E_STAGE1: "Stage I (Lemke on its KKT LCP) found no solution",
 }
 
@@ -653,15 +657,17 @@ cdef int _noslip(CIDCore self) noexcept nogil:
         for i in range(self.ka):
             if self.f[i] == 0.0 and not self.slide[i]:
                 wn = _dot(self.nb, &self.YN[6 * i], self.sv) + self.cn[i]
-                if wn > wtol:
+                if wn > wtol or RELEASE_TOUCHING:
                     self.slide[i] = 1
                     changed = 1
             elif self.f[i] > 0.0 and self.slide[i]:
                 self.slide[i] = 0
                 changed = 1
         if not changed:
-            break
-    return OK
+            return OK
+    # the passes did not settle: the last answer loads a released contact (it would
+    # slide under load) or leaves one unloaded that holds a tangential force
+    return E_NOSLIP_SET
 
 
 cdef int _noslip_pass(CIDCore self) noexcept nogil:
