@@ -18,17 +18,20 @@ qp_mu       contact ID, the two-stage QP with the friction pyramid (compiled: St
 qp_inf      the same QP without the friction bound
 lcp_mu      contact ID, Coulomb LCP (Lemke)
 lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
-pid         joint PID on the reference joint trajectory, no model
+pid         the paper's: joint PID with the IDs' gains, operational-space PD on the
+            swing feet, VIIP normal-force balance (:mod:`experiments.seed003_pid`)
 id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old
 id_lag2     the same, 2 ticks old
 ==========  ==============================================================
 
+``pid_servo`` (not one of the seven) is the joint PID with the XM430's stiffness.
 As in the paper, every ID controller feeds the same joint error feedback into
-``qdd_des`` (``KP_ID``, ``KD_ID``) and PID tracks the same reference: the
+``qdd_des`` (``KP_ID``, ``KD_ID``, plus the reference acceleration) and PID tracks
+the same reference: the
 configuration that puts the base at its reference pose (the trot planner of
 :mod:`controller.wholebody.trot_planner`) and each foot at its reference
-point (stance feet where they landed, swing feet on their splines), solved by
-a few damped Gauss-Newton steps per tick.
+point (stance feet where they landed, swing feet on their splines; the swing legs
+from the measured base pose), solved by a few damped Gauss-Newton steps per tick.
 
 Metrics per run (means over the ticks and joints): ``pos_err_rad``
 E|q - q_ref|, ``vel_err_rad_s`` E|dq - dq_ref|, ``dtau_mean`` E|dtau/dt|
