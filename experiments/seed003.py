@@ -8,7 +8,7 @@ simulator's true base state (the paper's controllers shared the simulator's
 state too).  Rigid ground is the paper's simulator model: the Anitescu-Potra
 LCP with a 4-direction friction pyramid solved by Lemke
 (``RigidSettings(solver="lemke")``), at a true mu = inf; the compliant law
-needs a finite coefficient and gets ``MU_INF`` for "infinite".
+needs a finite coefficient and gets ``MU_INF_COMPLIANT`` for "infinite".
 
 Controllers (the paper's seven):
 
@@ -67,6 +67,12 @@ MUS = (0.1, math.inf)
 #: tableau needs finite entries).  2 is never reached by a foot here (|f_t| / f_n stays
 #: below 1).  The rigid simulator takes mu = inf as it is (no tangential bound).
 MU_INF = 2.0
+#: the compliant ground's "infinite" friction (its law and the IDs on it): at 2 the
+#: regularised Coulomb law's stick stiffness (mu f_n / v_static, its normal-velocity
+#: coupling left explicit by the linearly implicit step) shakes even a still stand (pid,
+#: 3 s: 0.030 rad, 144 N m/s) and every controller fell within 10 s of trot; at 1 pid
+#: and lcp_mu trot (3 s: 0.011 rad).  No foot asks for |f_t| / f_n > 1 here
+MU_INF_COMPLIANT = 1.0
 SPEED_MPS = 0.2
 #: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
 #: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
@@ -169,7 +175,7 @@ def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
     if ground == "rigid":
         return SimConfig(mode="rigid", dt=1e-3, servo=servo,
                          rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
-    m = MU_INF if math.isinf(mu) else mu
+    m = MU_INF_COMPLIANT if math.isinf(mu) else mu
     return SimConfig(mode="compliant", dt=1e-3, servo=servo,
                      law=ContactLaw(mu_static=m, mu_dynamic=m))
 
@@ -230,7 +236,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     c = case.controller
     variant = {"qp_mu": "qp", "qp_inf": "qp", "lcp_mu": "lcp_coulomb", "lcp_inf": "lcp_noslip"}.get(c)
     # the *_inf controllers assume no friction limit; the others the terrain's (the simulator's)
-    mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (MU_INF if math.isinf(case.mu) else case.mu)
+    mu_fin = MU_INF if case.ground == "rigid" else MU_INF_COMPLIANT
+    mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (mu_fin if math.isinf(case.mu) else case.mu)
     # rigid ground: the ID's contact model is the simulator's (true gaps, same stabilisation);
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
     core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
