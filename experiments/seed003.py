@@ -7,8 +7,9 @@ ground, friction 0.1 or infinite, its joints ideal torque sources by default
 simulator's true base state (the paper's controllers shared the simulator's
 state too).  Rigid ground is the paper's simulator model: the Anitescu-Potra
 LCP with a 4-direction friction pyramid solved by Lemke
-(``RigidSettings(solver="lemke")``), at a true mu = inf; the compliant law
-needs a finite coefficient and gets ``MU_INF_COMPLIANT`` for "infinite".
+(``RigidSettings(solver="lemke")``), at a true mu = inf; compliant ground at
+mu = inf has the tangential spring-damper anchored at touchdown (``COMPLIANT_INF``,
+``TANGENT_SPRING``), at a finite mu the stick-slip law.
 
 Controllers (the paper's seven):
 
@@ -67,12 +68,19 @@ MUS = (0.1, math.inf)
 #: tableau needs finite entries).  2 is never reached by a foot here (|f_t| / f_n stays
 #: below 1).  The rigid simulator takes mu = inf as it is (no tangential bound).
 MU_INF = 2.0
-#: the compliant ground's "infinite" friction (its law and the IDs on it): at 2 the
+#: the compliant ground's "infinite" friction with COMPLIANT_INF = "mu" (the stick-slip law
+#: and the IDs on it; not the default): at 2 the
 #: regularised Coulomb law's stick stiffness (mu f_n / v_static, its normal-velocity
 #: coupling left explicit by the linearly implicit step) shakes even a still stand (pid,
 #: 3 s: 0.030 rad, 144 N m/s) and every controller fell within 10 s of trot; at 1 pid
 #: and lcp_mu trot (3 s: 0.011 rad).  No foot asks for |f_t| / f_n > 1 here
 MU_INF_COMPLIANT = 1.0
+#: compliant "inf": "spring" (a true mu = inf, the tangential spring-damper anchored at
+#: touchdown, ContactLaw.tangent_stiffness) or "mu" (the stick-slip law at MU_INF_COMPLIANT)
+COMPLIANT_INF = "spring"
+#: that spring's k_t [N/m] and c_t [N s/m]: the normal law's stiffness at the stand's 1 mm
+#: sink (1.5 K sqrt(1 mm) = 9.5e3 N/m) and its full damping
+TANGENT_SPRING = (1.0e4, 150.0)
 SPEED_MPS = 0.2
 #: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
 #: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
@@ -175,6 +183,12 @@ def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
     if ground == "rigid":
         return SimConfig(mode="rigid", dt=1e-3, servo=servo,
                          rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
+    if math.isinf(mu) and COMPLIANT_INF == "spring":
+        # a true mu = inf: the tangential spring-damper anchored where a foot touched down
+        k_t, c_t = TANGENT_SPRING
+        return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+                         law=ContactLaw(mu_static=mu, mu_dynamic=mu, tangent_stiffness=k_t,
+                                        tangent_damping=c_t))
     m = MU_INF_COMPLIANT if math.isinf(mu) else mu
     return SimConfig(mode="compliant", dt=1e-3, servo=servo,
                      law=ContactLaw(mu_static=m, mu_dynamic=m))
@@ -236,7 +250,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     c = case.controller
     variant = {"qp_mu": "qp", "qp_inf": "qp", "lcp_mu": "lcp_coulomb", "lcp_inf": "lcp_noslip"}.get(c)
     # the *_inf controllers assume no friction limit; the others the terrain's (the simulator's)
-    mu_fin = MU_INF if case.ground == "rigid" else MU_INF_COMPLIANT
+    mu_fin = MU_INF if case.ground == "rigid" or COMPLIANT_INF == "spring" else MU_INF_COMPLIANT
     mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (mu_fin if math.isinf(case.mu) else case.mu)
     # rigid ground: the ID's contact model is the simulator's (true gaps, same stabilisation);
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
