@@ -163,6 +163,9 @@ def contact_force(law: ContactLaw, depth: float, v_contact, R_contact) -> np.nda
     depth [m] (>0 in contact), v_contact (3,) world velocity of the contact
     point [m/s], R_contact (3, 3) contact frame (columns t1, t2, n).
     """
+    if law.tangent_stiffness > 0.0:
+        raise ValueError("contact_force: law.tangent_stiffness > 0 (the anchored tangential spring) "
+                         "needs each contact's anchor, which the compiled Simulator keeps")
     out = np.empty(3)
     _k.contact_force_np(
         law.as_kernel_dict(), float(depth), _vec(v_contact, "v_contact", (3,)),

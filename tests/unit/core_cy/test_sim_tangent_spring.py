@@ -90,3 +90,8 @@ def test_infinite_mu_needs_the_spring():
         ContactLaw(mu_static=math.inf, mu_dynamic=math.inf)
     with pytest.raises(ValueError, match="tangent_stiffness"):
         ContactLaw(tangent_stiffness=-1.0)
+    # the stateless helpers and the NumPy reference have no anchors: they say so
+    from servoloop.core_cy.contact.laws import contact_force
+
+    with pytest.raises(ValueError, match="anchor"):
+        contact_force(ContactLaw(**SPRING), 1e-3, np.zeros(3), np.eye(3))
