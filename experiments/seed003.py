@@ -7,8 +7,9 @@ ground, friction 0.1 or infinite, its joints ideal torque sources by default
 simulator's true base state (the paper's controllers shared the simulator's
 state too).  Rigid ground is the paper's simulator model: the Anitescu-Potra
 LCP with a 4-direction friction pyramid solved by Lemke
-(``RigidSettings(solver="lemke")``), at a true mu = inf; the compliant law
-needs a finite coefficient and gets ``MU_INF`` for "infinite".
+(``RigidSettings(solver="lemke")``), at a true mu = inf; compliant ground at
+mu = inf has the tangential spring-damper anchored at touchdown (``COMPLIANT_INF``,
+``TANGENT_SPRING``), at a finite mu the stick-slip law.
 
 Controllers (the paper's seven):
 
@@ -18,17 +19,20 @@ qp_mu       contact ID, the two-stage QP with the friction pyramid (compiled: St
 qp_inf      the same QP without the friction bound
 lcp_mu      contact ID, Coulomb LCP (Lemke)
 lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
-pid         joint PID on the reference joint trajectory, no model
+pid         the paper's: joint PID with the IDs' gains, operational-space PD on the
+            swing feet, VIIP normal-force balance (:mod:`experiments.seed003_pid`)
 id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old
 id_lag2     the same, 2 ticks old
 ==========  ==============================================================
 
+``pid_servo`` (not one of the seven) is the joint PID with the XM430's stiffness.
 As in the paper, every ID controller feeds the same joint error feedback into
-``qdd_des`` (``KP_ID``, ``KD_ID``) and PID tracks the same reference: the
+``qdd_des`` (``KP_ID``, ``KD_ID``, plus the reference acceleration) and PID tracks
+the same reference: the
 configuration that puts the base at its reference pose (the trot planner of
 :mod:`controller.wholebody.trot_planner`) and each foot at its reference
-point (stance feet where they landed, swing feet on their splines), solved by
-a few damped Gauss-Newton steps per tick.
+point (stance feet where they landed, swing feet on their splines; the swing legs
+from the measured base pose), solved by a few damped Gauss-Newton steps per tick.
 
 Metrics per run (means over the ticks and joints): ``pos_err_rad``
 E|q - q_ref|, ``vel_err_rad_s`` E|dq - dq_ref|, ``dtau_mean`` E|dtau/dt|
@@ -50,10 +54,13 @@ from servoloop.controller.wholebody.balance import BalanceCore
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+from servoloop.experiments.seed003_pid import PaperPID
 
-__all__ = ["CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
+__all__ = ["CONTROLLERS", "EXTRA_CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
 
 CONTROLLERS = ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf", "pid", "id_lag1", "id_lag2")
+#: controllers beyond the paper's seven: the servo-stiff joint PID (pid before it was the paper's)
+EXTRA_CONTROLLERS = ("pid_servo",)
 GROUNDS = ("rigid", "compliant")
 MUS = (0.1, math.inf)
 #: "infinite" friction where a finite coefficient is needed: the compliant law (its
@@ -61,14 +68,29 @@ MUS = (0.1, math.inf)
 #: tableau needs finite entries).  2 is never reached by a foot here (|f_t| / f_n stays
 #: below 1).  The rigid simulator takes mu = inf as it is (no tangential bound).
 MU_INF = 2.0
+#: the compliant ground's "infinite" friction with COMPLIANT_INF = "mu" (the stick-slip law
+#: and the IDs on it; not the default): at 2 the
+#: regularised Coulomb law's stick stiffness (mu f_n / v_static, its normal-velocity
+#: coupling left explicit by the linearly implicit step) shakes even a still stand (pid,
+#: 3 s: 0.030 rad, 144 N m/s) and every controller fell within 10 s of trot; at 1 pid
+#: and lcp_mu trot (3 s: 0.011 rad).  No foot asks for |f_t| / f_n > 1 here
+MU_INF_COMPLIANT = 1.0
+#: compliant "inf": "spring" (a true mu = inf, the tangential spring-damper anchored at
+#: touchdown, ContactLaw.tangent_stiffness) or "mu" (the stick-slip law at MU_INF_COMPLIANT)
+COMPLIANT_INF = "spring"
+#: that spring's k_t [N/m] and c_t [N s/m]: the normal law's stiffness at the stand's 1 mm
+#: sink (1.5 K sqrt(1 mm) = 9.5e3 N/m) and its full damping
+TANGENT_SPRING = (1.0e4, 150.0)
 SPEED_MPS = 0.2
 #: the rigid ground's LCP solver: the paper's simulator (Moby) solves the Stewart-Trinkle /
 #: Anitescu-Potra LCP with a friction pyramid by pivoting, as RigidSettings(solver="lemke")
 RIGID_SOLVER = "lemke"
 #: take a swing foot the simulator reports loaded in the second half of its swing as landed
-#: (off: tried, it moved lcp_mu's force error on rigid ground from 1.5 % to 0.9 % at mu 0.1,
-#: but at mu = inf the robot fell within 10 s where without it it does not)
-EARLY_TOUCHDOWN = False
+#: (its reference where it is, and in the ID's contacts).  On since the reference acceleration
+#: is fed forward and the swing legs are solved from the measured base (10 s, lcp_mu: rigid
+#: mu 0.1 1.99 -> 1.57 %, rigid mu = inf 4.9 -> 2.2 %, no fall; compliant unchanged); before
+#: those, it made lcp_mu fall at mu = inf
+EARLY_TOUCHDOWN = True
 #: add to the ID's contacts the swing feet the simulator reported loaded last tick: "none",
 #: "liftoff" (first half of the swing), "touchdown" (second half) or "both".  Off: on rigid
 #: mu = inf "both" gave 2.2 % force error (none: 12.3 %) and "liftoff" 9.3 %, but both made
@@ -78,6 +100,10 @@ SENSED_CONTACTS = "none"
 ACTUATORS = ("ideal", "xm430")
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
 KP_ID, KD_ID = 2500.0, 100.0
+#: feed the reference joint acceleration forward into qdd_des (ddq_ref + feedback)
+FEEDFORWARD = True
+#: solve the swing legs' reference joints from the measured base pose (see run_case)
+SWING_FROM_BASE = True
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -157,7 +183,13 @@ def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
     if ground == "rigid":
         return SimConfig(mode="rigid", dt=1e-3, servo=servo,
                          rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
-    m = MU_INF if math.isinf(mu) else mu
+    if math.isinf(mu) and COMPLIANT_INF == "spring":
+        # a true mu = inf: the tangential spring-damper anchored where a foot touched down
+        k_t, c_t = TANGENT_SPRING
+        return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+                         law=ContactLaw(mu_static=mu, mu_dynamic=mu, tangent_stiffness=k_t,
+                                        tangent_damping=c_t))
+    m = MU_INF_COMPLIANT if math.isinf(mu) else mu
     return SimConfig(mode="compliant", dt=1e-3, servo=servo,
                      law=ContactLaw(mu_static=m, mu_dynamic=m))
 
@@ -182,7 +214,8 @@ class _Reference:
 
         r, q = self.robot, self.q
         q[:3] = base_pos
-        q[3:7] = _quat(base_rot)
+        # base_rot: (3, 3) rotation, or (4,) the plant's own quaternion
+        q[3:7] = base_rot if np.shape(base_rot) == (4,) else _quat(base_rot)
         for _ in range(iters):
             r.kinematics(q)
             for f, cols, target in zip(r.feet, self.cols, feet_pos, strict=True):
@@ -217,7 +250,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     c = case.controller
     variant = {"qp_mu": "qp", "qp_inf": "qp", "lcp_mu": "lcp_coulomb", "lcp_inf": "lcp_noslip"}.get(c)
     # the *_inf controllers assume no friction limit; the others the terrain's (the simulator's)
-    mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (MU_INF if math.isinf(case.mu) else case.mu)
+    mu_fin = MU_INF if case.ground == "rigid" or COMPLIANT_INF == "spring" else MU_INF_COMPLIANT
+    mu_id = math.inf if c in ("qp_inf", "lcp_inf") else (mu_fin if math.isinf(case.mu) else case.mu)
     # rigid ground: the ID's contact model is the simulator's (true gaps, same stabilisation);
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
     core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
@@ -228,6 +262,20 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     planner = TrotPlanner(robot, plant.q.copy(), q_stand, stand_time=0.3)
     planner.speed_goal = speed
     ref = _Reference(robot, plant.q.copy())
+    ref_sw = _Reference(robot, plant.q.copy())      # swing legs from the measured base
+    swing_cols = [cols - 6 for cols in ref.cols]      # each foot's joints in q[7:]
+
+    def reference(base_pos, base_rot, feet, base_now, stance_now):
+        # stance legs: IK from the reference base (their joint errors move the base back);
+        # swing legs: IK from the measured base, so a base below its reference does not
+        # put the swing foot into the ground before its touchdown (SWING_FROM_BASE)
+        q_r = ref.solve(base_pos, base_rot, feet).copy()
+        if SWING_FROM_BASE and not stance_now.all():
+            q_m = ref_sw.solve(base_now[:3], base_now[3:7], feet)
+            for j, on in enumerate(stance_now):
+                if not on:
+                    q_r[swing_cols[j]] = q_m[swing_cols[j]]
+        return q_r
     z0 = float(plant.q[2])
     n_steps = int(round(seconds / dt))
     model, data = robot.model, core_cy.Data(robot.model)
@@ -235,7 +283,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
     f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
     integ = np.zeros(robot.n)
-    # PID: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
+    # pid_servo: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
     # XM430 holds the stand with them), damped as the ID controllers' feedback is (critically,
     # at each joint's inertia in the standing pose: 0.37-0.60 N m s/rad).  It is 2-5x stiffer
     # per joint than the IDs' feedback (KP_ID times the joint's inertia: 4-11 N m/rad); a PID
@@ -245,12 +293,13 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     kp_pid, ki_pid = 20.0, 5.0
     M0 = np.array(core_cy.crba(robot.model, core_cy.Data(robot.model), plant.q), dtype=float)
     kd_pid = 2.0 * np.sqrt(kp_pid * (np.diag(M0)[6:] + robot.armature))
+    pid = PaperPID(robot, np.diag(M0)[6:] + robot.armature, KP_ID, KD_ID, dt) if c == "pid" else None
     qdd_buf = np.zeros(robot.model.nv)
 
     def joint_qdd(q_ref, dq_ref, qj, vj):
         # the paper's ID controllers: the same joint error feedback into qdd_des (the base
         # part is what the contacts then give)
-        qdd_buf[6:] = KP_ID * (q_ref - qj) + KD_ID * (dq_ref - vj)
+        qdd_buf[6:] = KP_ID * (q_ref - qj) + KD_ID * (dq_ref - vj) + ddq_ref
         return qdd_buf
 
     tau_prev = None
@@ -258,6 +307,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     n_used = 0
     fell = 0
     q_ref_prev = None
+    dq_ref_prev = None
+    ddq_ref = np.zeros(robot.n)
     prev_targets = None
     foot_rows = np.cumsum([0] + [len(f.points) for f in robot.feet])
     robot.kinematics(plant.q)
@@ -285,6 +336,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             landed |= ~stance & (u > 0.5) & sensed
             landed &= ~stance
             stance |= landed
+        feet_now = np.array([robot.foot_position(f) for f in robot.feet])
         for i, f in enumerate(robot.feet):     # a stance foot's reference: where it landed
             if stance[i] and not was_stance[i]:
                 anchor[i] = robot.foot_position(f)
@@ -297,15 +349,25 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             # is re-solved with those feet's new points, so dq_ref holds only the base's and
             # the swing feet's motion (the raw difference read the step as ~1 rad/s, and
             # KD_ID * that saturated the actuators at every touchdown)
-            p_pos, p_rot, p_feet = prev_targets
-            q_ref_prev = ref.solve(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet)).copy()
-        q_ref = ref.solve(tg.base_position, tg.base_rotation, feet_ref).copy()
-        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy())
+            p_pos, p_rot, p_feet, p_base = prev_targets
+            q_ref_prev = reference(p_pos, p_rot, np.where(switched[:, None], feet_ref, p_feet), p_base,
+                                   stance)
+        q_ref = reference(tg.base_position, tg.base_rotation, feet_ref, q[:7], stance)
+        prev_targets = (tg.base_position.copy(), tg.base_rotation.copy(), feet_ref.copy(), q[:7].copy())
         dq_ref = np.zeros(robot.n) if q_ref_prev is None else (q_ref - q_ref_prev) / dt
         q_ref_prev = q_ref
+        if FEEDFORWARD and dq_ref_prev is not None and not switched.any():
+            ddq_ref[:] = (dq_ref - dq_ref_prev) / dt
+        else:
+            ddq_ref[:] = 0.0
+        dq_ref_prev = dq_ref
         qj, vj = q[7:], v[6:]
         pred = None
         if c == "pid":
+            M = np.array(core_cy.crba(model, data, q), dtype=float)
+            tau = pid.torques(q, v, q_ref, dq_ref, stance, feet_ref, tg.swing_velocity * ~stance[:, None],
+                              tg.base_position, tg.base_velocity, M)
+        elif c == "pid_servo":
             e = q_ref - qj
             integ += e * dt
             tau = kp_pid * e + kd_pid * (dq_ref - vj) + ki_pid * integ
@@ -352,6 +414,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             acc["fsum"] += float(actual.sum())
         if trace is not None:
             trace.append({"stance": stance.copy(), "tau": tau.copy(), "tau_cmd": tau_cmd.copy(),
+                          "feet_ref": feet_ref.copy(), "feet": feet_now,
                           "q_err": q_ref - qj, "v_err": dq_ref - vj,
                           "pred": None if pred is None else pred.copy(),
                           "actual": None if pred is None else actual.copy()})
@@ -368,9 +431,10 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             fell = 1
             break
     n = max(n_used, 1)
+    pred_any = c not in ("pid", "pid_servo")
     out = {"pos_err_rad": acc["pos"] / n, "vel_err_rad_s": acc["vel"] / n,
            "dtau_mean": acc["dtau"] / max(n - 1, 1), "tau_mean": acc["tau"] / n, "fell": float(fell)}
-    if c != "pid":
+    if pred_any:
         out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
         out["id_failures"] = float(core.failures)
     out["distance_m"] = float(plant.q[0])
@@ -395,7 +459,7 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                 if progress:
                     progress(name)
                 metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators)
-                paper = PAPER[(ground, mu, c)]
+                paper = PAPER.get((ground, mu, c), {})
                 for m, val in metrics.items():
                     a = paper.get(m)
                     ours = None if val is None or not math.isfinite(val) else float(val)

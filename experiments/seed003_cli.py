@@ -23,7 +23,7 @@ def _positive(text: str) -> float:
 
 
 def add_arguments(parser) -> None:
-    from servoloop.experiments.seed003 import CONTROLLERS, GROUNDS
+    from servoloop.experiments.seed003 import CONTROLLERS, EXTRA_CONTROLLERS, GROUNDS
 
     parser.add_argument("--seconds", type=_positive, default=3.0,
                         help="simulated seconds of trot per case (default 3; the paper ran 30)")
@@ -31,7 +31,7 @@ def add_arguments(parser) -> None:
                         help="only this ground (repeatable; default both)")
     parser.add_argument("--mu", choices=("0.1", "inf"), action="append",
                         help="only this friction (repeatable; default both)")
-    parser.add_argument("--controller", choices=CONTROLLERS, action="append",
+    parser.add_argument("--controller", choices=CONTROLLERS + EXTRA_CONTROLLERS, action="append",
                         help="only this controller (repeatable; default all seven)")
     parser.add_argument("--actuators", choices=("ideal", "xm430"), default="ideal",
                         help="the robot's joints: ideal torque sources (default, as the paper's "

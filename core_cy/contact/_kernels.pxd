@@ -16,6 +16,10 @@ cdef struct ContactLaw:
     double cone_scale_x     # elliptic semi-axis scale along tangent x
     double cone_scale_y     # elliptic semi-axis scale along tangent y
     int clamp_normal        # 1: f_n >= 0 (no pulling)
+    # anchored tangential spring-damper (0: off, the friction law above); the simulator
+    # keeps each contact's anchor (core_cy/sim/_kernels.pyx _tangent_spring)
+    double tangent_stiffness  # k_t [N/m]
+    double tangent_damping    # c_t [N s/m]
 
 cdef struct LCPStats:
     int iterations

@@ -394,6 +394,8 @@ cdef ContactLaw _law(dict d) except *:
     law.cone_scale_x = d["cone_scale_x"]
     law.cone_scale_y = d["cone_scale_y"]
     law.clamp_normal = d["clamp_normal"]
+    law.tangent_stiffness = d.get("tangent_stiffness", 0.0)
+    law.tangent_damping = d.get("tangent_damping", 0.0)
     return law
 
 

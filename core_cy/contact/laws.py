@@ -14,6 +14,7 @@ unknowns are ordered per contact as (t1, t2, n).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -66,6 +67,11 @@ class ContactLaw:
         Semi-axis scales of the elliptic cone (1, 1 = circular).
     clamp_normal : bool
         Never pull (f_n >= 0).
+    tangent_stiffness, tangent_damping : float
+        k_t [N/m], c_t [N s/m].  0 (default): friction is the stick-slip law above.
+        k_t > 0 (the simulator only): friction is a spring-damper anchored where the
+        contact point touched down, capped at mu_static f_n by sliding the anchor; with
+        mu_static = inf it never slips.  Integrated linearly implicitly in the spring.
     """
 
     stiffness: float = 2.0e5
@@ -80,6 +86,8 @@ class ContactLaw:
     cone_scale_x: float = 1.0
     cone_scale_y: float = 1.0
     clamp_normal: bool = True
+    tangent_stiffness: float = 0.0
+    tangent_damping: float = 0.0
 
     def __post_init__(self):
         if self.cone not in CONES:
@@ -90,6 +98,13 @@ class ContactLaw:
             )
         if self.stiffness < 0 or self.damping_max < 0 or self.ramp_width < 0:
             raise ValueError("ContactLaw: stiffness, damping_max and ramp_width must be >= 0")
+        if not (self.tangent_stiffness >= 0.0 and self.tangent_damping >= 0.0):
+            raise ValueError(f"ContactLaw: tangent_stiffness and tangent_damping must be >= 0, got "
+                             f"{self.tangent_stiffness}, {self.tangent_damping}")
+        if self.tangent_stiffness == 0.0 and not (math.isfinite(self.mu_static)
+                                                  and math.isfinite(self.mu_dynamic)):
+            raise ValueError("ContactLaw: an infinite mu needs the anchored tangential spring "
+                             "(tangent_stiffness > 0); the stick-slip law needs a finite mu")
 
     def as_kernel_dict(self) -> dict:
         """The dict form the compiled kernels take (cone and clamp as ints)."""
@@ -148,6 +163,9 @@ def contact_force(law: ContactLaw, depth: float, v_contact, R_contact) -> np.nda
     depth [m] (>0 in contact), v_contact (3,) world velocity of the contact
     point [m/s], R_contact (3, 3) contact frame (columns t1, t2, n).
     """
+    if law.tangent_stiffness > 0.0:
+        raise ValueError("contact_force: law.tangent_stiffness > 0 (the anchored tangential spring) "
+                         "needs each contact's anchor, which the compiled Simulator keeps")
     out = np.empty(3)
     _k.contact_force_np(
         law.as_kernel_dict(), float(depth), _vec(v_contact, "v_contact", (3,)),

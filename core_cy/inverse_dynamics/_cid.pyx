@@ -62,6 +62,9 @@ cdef double MU_INF_CAP = 10.0
 # foot's height must not switch the support (continuity, digest §9.15), and a
 # foot that opens or slides 1 um in a tick is closed for the simulator's LCP
 cdef double FACE_GAP = 1e-6
+# lcp_noslip: LCP passes at most while the released (sliding) contacts settle
+cdef int NOSLIP_PASSES = 6
+cdef bint RELEASE_TOUCHING = 0
 
 VARIANT_CODES = {"qp": V_QP, "lcp_noslip": V_NOSLIP, "lcp_coulomb": V_COULOMB}
 
@@ -70,6 +73,7 @@ cdef enum:
     E_MASS = 1          # A not positive definite
     E_LCP = 2           # Lemke failed even with the ladder
     E_NOSLIP = 3        # no-slip constraints violated after the fallback
+    E_NOSLIP_SET = 5    # no consistent set of sticking contacts within NOSLIP_PASSES
     E_STAGE1 = 4
 
 STATUS = {
@@ -77,6 +81,8 @@ STATUS = {
     E_MASS: "the base inertia A = M[:6, :6] is not positive definite (a NaN state?)",
     E_LCP: "Lemke found no solution even with regularisation 1e-4",
     E_NOSLIP: "the no-slip contact constraints are violated even after the §4.5 fallback",
+    E_NOSLIP_SET: "no consistent set of sticking contacts (a loaded contact released or an unloaded one "
+                  "holding friction) within the passes",
     E_STAGE1: "Stage I (Lemke on its KKT LCP) found no solution",
 }
 
@@ -625,15 +631,21 @@ cdef class CIDCore:
 # _dropped_residual), then lcp_coulomb and qp (_pyramid_terms ... _qp).
 
 cdef int _noslip(CIDCore self) noexcept nogil:
-    # Two passes at most: a contact the LCP leaves unloaded and separating
-    # (f_n = 0, w_n > 0) cannot hold a tangential force either (the plant's
-    # friction bound is mu * 0), so the second pass releases its tangent
-    # rows; without that an unloaded foot 1 um up kept "sticking" and the
-    # closed loop diverged within ten ticks
+    # The contacts whose tangent rows hold follow the LCP's answer: a contact it
+    # leaves unloaded and separating (f_n = 0, w_n > 0) cannot hold a tangential
+    # force (the plant's friction bound is mu * 0), so its tangent rows are
+    # released and the LCP solved again; a released contact that the new answer
+    # loads (f_n > 0) sticks again (a loaded contact at mu = inf does not slide).
+    # Without the release an unloaded foot 1 um up kept "sticking" and the closed
+    # loop diverged within ten ticks; with a release decided once (two passes),
+    # a landing foot released on the first pass and loaded on the second slid
+    # with 60 N on it while a lifted stance foot held 130 N tangentially with no
+    # normal force, and the mu = inf trot fell at its first touchdown.  At most
+    # NOSLIP_PASSES passes (a cycle keeps the last answer).
     cdef int rc, i, p, changed, its = 0
     cdef double wn, wtol
     memset(self.slide, 0, self.ka)
-    for p in range(2):
+    for p in range(NOSLIP_PASSES):
         if p:
             memcpy(self.aq, self.aq_des, self.na * sizeof(double))
             self.constants()
@@ -648,12 +660,17 @@ cdef int _noslip(CIDCore self) noexcept nogil:
         for i in range(self.ka):
             if self.f[i] == 0.0 and not self.slide[i]:
                 wn = _dot(self.nb, &self.YN[6 * i], self.sv) + self.cn[i]
-                if wn > wtol:
+                if wn > wtol or RELEASE_TOUCHING:
                     self.slide[i] = 1
                     changed = 1
+            elif self.f[i] > 0.0 and self.slide[i]:
+                self.slide[i] = 0
+                changed = 1
         if not changed:
-            break
-    return OK
+            return OK
+    # the passes did not settle: the last answer loads a released contact (it would
+    # slide under load) or leaves one unloaded that holds a tangential force
+    return E_NOSLIP_SET
 
 
 cdef int _noslip_pass(CIDCore self) noexcept nogil:

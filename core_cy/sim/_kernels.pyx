@@ -28,6 +28,7 @@ integrate_c, the Cholesky factor and solves core_cy/linalg/_dense.pxd's, the
 LCP solver core_cy/contact's pgs_solve; the Python face is core_cy/sim/simulator.py.
 """
 
+from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
@@ -37,7 +38,8 @@ from servoloop.core_cy.actuator._law cimport passive_damping, servo_torque
 from servoloop.core_cy.dynamics._dynamics cimport Model, Data, ModelC, DataC, fk_c, rnea_c, crba_c, integrate_c
 from servoloop.core_cy.contact._pivot cimport lemke_ladder_c
 from servoloop.core_cy.contact._kernels cimport (
-    ContactLaw, LCPStats, contact_force, contact_damping, plane_frame, pgs_solve,
+    ContactLaw, LCPStats, contact_force, contact_damping, damping_ramp, normal_force, plane_frame,
+    pgs_solve,
 )
 from servoloop.core_cy.linalg._dense cimport (
     cholesky_factor, cholesky_solve, cross3, dot, gram_rows, matTvec_acc, solve_lower, solve_lower_t,
@@ -266,6 +268,7 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
     cdef double* J = W.J
     cdef double* K = W.tmp
     cdef double* tau = W.tau if record else W.tau_s
+    cdef bint spring = P.law.tangent_stiffness > 0.0, sliding = 0
     fk_c(m, d, q, v)
     _contact_geometry(P, d, W)
     memset(W.fext, 0, 6 * m.nbodies * sizeof(double))
@@ -280,15 +283,29 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
                 W.force[3 * i] = 0.0
                 W.force[3 * i + 1] = 0.0
                 W.force[3 * i + 2] = 0.0
+                W.lam[3 * i + 2] = 0.0          # lifted: the next touchdown anchors anew
             continue
-        contact_force(depth, &W.vc[3 * i], P.Rc, &P.law, f)
+        if spring:
+            sliding = _tangent_spring(P, W, i, depth, record, f)
+        else:
+            contact_force(depth, &W.vc[3 * i], P.Rc, &P.law, f)
         if record:
             memcpy(&W.force[3 * i], f, 3 * sizeof(double))
         _add_wrench(d, P.cp_body[i], &W.pc[3 * i], f, W.fext)
         if implicit_dt > 0.0:
             for k in range(3):
                 vl[k] = P.Rc[k] * W.vc[3 * i] + P.Rc[3 + k] * W.vc[3 * i + 1] + P.Rc[6 + k] * W.vc[3 * i + 2]
-            contact_damping(depth, vl, &P.law, D)
+            if spring:
+                # (the friction law's terms would read mu = inf)
+                for k in range(9):
+                    D[k] = 0.0
+                D[8] = damping_ramp(depth, &P.law) if normal_force(depth, -vl[2], &P.law) > 0.0 else 0.0
+                # the spring-damper's own -df/dv, the spring linearly implicit (h k_t);
+                # none while it slides (its force is then mu f_n, whatever the speed)
+                D[0] = 0.0 if sliding else P.law.tangent_damping + implicit_dt * P.law.tangent_stiffness
+                D[4] = D[0]
+            else:
+                contact_damping(depth, vl, &P.law, D)
             _point_jacobian(P, m, d, P.cp_body[i], &W.pc[3 * i], J)
             # M += h J^T D J   (K = D J, 3 x nv)
             for r in range(3):
@@ -309,6 +326,57 @@ cdef int _accel_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W
         return -1
     cholesky_solve(nv, W.M, ddq)
     return 0
+
+
+cdef bint _tangent_spring(const SimParams* P, Work* W, int i, double depth, bint record,
+                          double* f) noexcept nogil:
+    """Contact i's world force f (3,) [N] at ``depth`` > 0 [m]: the law's normal force
+    and, tangentially, its anchored spring-damper.
+
+    f_t = -k_t (p_t - a_t) - c_t v_t, p the contact point, a its anchor (set where the
+    point touched down), v its velocity, all along the contact frame's t1, t2.  At a
+    finite mu the force is capped at mu f_n and (on the recorded stage) the anchor
+    slides so that the spring alone gives the cap: stick-slip without a slip speed.  At
+    mu = inf nothing caps it: no slip ever.  The anchors live in W.lam (unused by the
+    compliant mode; zeroed on reset): (a_t1, a_t2, anchored flag).  Returns 1 when capped.
+    """
+    cdef int k
+    cdef double p1 = 0.0, p2 = 0.0, v1 = 0.0, v2 = 0.0, vn = 0.0, fn, f1, f2, ft, cap, s
+    cdef double kt = P.law.tangent_stiffness, ct = P.law.tangent_damping
+    cdef double* a = &W.lam[3 * i]
+    cdef bint capped = 0
+    for k in range(3):          # Rc row-major: columns t1, t2, n
+        p1 += P.Rc[3 * k] * W.pc[3 * i + k]
+        p2 += P.Rc[3 * k + 1] * W.pc[3 * i + k]
+        v1 += P.Rc[3 * k] * W.vc[3 * i + k]
+        v2 += P.Rc[3 * k + 1] * W.vc[3 * i + k]
+        vn += P.Rc[3 * k + 2] * W.vc[3 * i + k]
+    fn = normal_force(depth, -vn, &P.law)
+    if a[2] == 0.0:
+        # touchdown: anchored where the point is (an RK4 stage before the recorded one
+        # has no anchor yet: no displacement)
+        if record:
+            a[0] = p1
+            a[1] = p2
+            a[2] = 1.0
+        f1 = -ct * v1
+        f2 = -ct * v2
+    else:
+        f1 = -kt * (p1 - a[0]) - ct * v1
+        f2 = -kt * (p2 - a[1]) - ct * v2
+    cap = P.law.mu_static * fn if fn > 0.0 else 0.0
+    ft = sqrt(f1 * f1 + f2 * f2)
+    if ft > cap:
+        capped = 1
+        s = cap / ft
+        f1 *= s
+        f2 *= s
+        if record:
+            a[0] = p1 + (f1 + ct * v1) / kt
+            a[1] = p2 + (f2 + ct * v2) / kt
+    for k in range(3):
+        f[k] = fn * P.Rc[3 * k + 2] + f1 * P.Rc[3 * k] + f2 * P.Rc[3 * k + 1]
+    return capped
 
 
 cdef int _step_compliant(const SimParams* P, const ModelC* m, DataC* d, Work* W,
@@ -747,6 +815,8 @@ cdef int _set_law(ContactLaw* c, dict law) except -1:
     c.cone_scale_x = law["cone_scale_x"]
     c.cone_scale_y = law["cone_scale_y"]
     c.clamp_normal = law["clamp_normal"]
+    c.tangent_stiffness = law.get("tangent_stiffness", 0.0)
+    c.tangent_damping = law.get("tangent_damping", 0.0)
     return 0
 
 

@@ -90,6 +90,10 @@ class ReferenceSimulator:
         self.data = self.model.createData()
         self.points = points
         self.law = law or ContactLaw()
+        if self.law.tangent_stiffness > 0.0:
+            # the anchors are state the compiled simulator keeps; this reference has none
+            raise ValueError("ReferenceSimulator: law.tangent_stiffness > 0 (the anchored tangential "
+                             "spring) is only in the compiled Simulator")
         self.servo = servo or simulator_servo_model()
         self.joints = joints or JointSettings()
         self.ground = ground or Ground()

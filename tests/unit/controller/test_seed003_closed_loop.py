@@ -60,3 +60,15 @@ def test_qp_mu_at_true_infinite_friction_on_rigid_ground_does_not_fall():
     assert out["fell"] == 0.0 and out["id_failures"] == 0.0
     assert out["distance_m"] > 0.25
     assert out["force_err_pct"] < 12.0
+
+
+def test_compliant_infinite_friction_is_the_anchored_spring_and_holds_a_trot():
+    # the stick-slip law needs a finite mu (at 2 it shook a still stand and every controller
+    # fell within 10 s); compliant "inf" is a true inf: the tangential spring-damper anchored
+    # at touchdown (ContactLaw.tangent_stiffness)
+    cfg = _sim_config("compliant", math.inf)
+    assert math.isinf(cfg.law.mu_static) and cfg.law.tangent_stiffness > 0.0
+    assert _sim_config("compliant", 0.1).law.tangent_stiffness == 0.0     # finite mu: as before
+    out = run_case(Case("compliant", math.inf, "lcp_mu"), 2.0)
+    assert out["fell"] == 0.0 and out["id_failures"] == 0.0
+    assert out["distance_m"] > 0.25
