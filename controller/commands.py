@@ -68,6 +68,9 @@ def _register_run(sub) -> None:
     p.add_argument("--read-ahead", action="store_true",
                    help="send each tick's read at the end of the previous tick (loop.read_ahead)")
     p.add_argument("--cpu", type=int, help="run the loop thread alone on this CPU (loop.cpu)")
+    p.add_argument("--cpu-latency-us", type=int, metavar="US",
+                   help="hold the CPUs' wake-up latency at US while running (loop.cpu_latency_us; "
+                        "0: idle CPUs poll instead of sleeping)")
     p.add_argument("--spin-us", type=float,
                    help="busy-wait tail before each deadline, us (loop.spin_s; 0: never spin)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
@@ -88,6 +91,8 @@ def _load_cfg(args):
         over["loop.sched_fifo"] = True
     if getattr(args, "cpu", None) is not None:
         over["loop.cpu"] = args.cpu
+    if getattr(args, "cpu_latency_us", None) is not None:
+        over["loop.cpu_latency_us"] = args.cpu_latency_us
     if getattr(args, "read_ahead", False):
         over["loop.read_ahead"] = True
     if getattr(args, "spin_us", None) is not None:

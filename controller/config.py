@@ -166,6 +166,12 @@ class LoopConfig:
         "virtual bus just below (a warning when the system refuses)")})
     priority: int = field(default=80, metadata={"doc": "SCHED_FIFO priority, 1-99"})
     lock_memory: bool = field(default=False, metadata={"doc": "mlockall: no page faults in the loop"})
+    cpu_latency_us: int | None = field(default=None, metadata={"doc": (
+        "the CPUs' wake-up latency the daemon asks for while it runs (Linux PM QoS, "
+        "/dev/cpu_dma_latency), us: 0 keeps idle CPUs polling instead of sleeping, so a reply "
+        "or a deadline is not held up by a CPU waking from an idle state (on a virtual machine, "
+        "by the host rescheduling an idle virtual CPU); idle cores then spin (power). null: "
+        "leave it to the system")})
     cpus: tuple[int, ...] | None = field(default=None, metadata={"doc": (
         "CPUs the daemon's threads may run on (affinity of the whole daemon)")})
     cpu: int | None = field(default=None, metadata={"doc": (

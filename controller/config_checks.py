@@ -52,6 +52,9 @@ def check_loop(lp, err) -> None:
                   f"got {lp.spin_s}", "loop.spin_s")
     if not 1 <= lp.priority <= 99:
         raise err(f"loop.priority must be in 1..99 (SCHED_FIFO), got {lp.priority}", "loop.priority")
+    if lp.cpu_latency_us is not None and not 0 <= lp.cpu_latency_us <= 2_000_000:
+        raise err(f"loop.cpu_latency_us must be in 0..2000000 us or null, got {lp.cpu_latency_us}",
+                  "loop.cpu_latency_us")
     if lp.cpus is not None and (not lp.cpus or any(c < 0 for c in lp.cpus)):
         raise err(f"loop.cpus must list CPU indices >= 0, got {list(lp.cpus)}", "loop.cpus")
     if lp.cpu is not None:

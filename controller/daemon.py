@@ -557,7 +557,7 @@ class Daemon:
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
-                "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns,
+                "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns, "cpu_latency_us": rt.cpu_latency_us,
                 "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
             "warnings": list(self.warnings) + self._comm_warnings(),

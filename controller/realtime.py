@@ -1,4 +1,5 @@
-"""Real-time settings for the loop thread: SCHED_FIFO, mlockall, CPU affinity, timer slack.
+"""Real-time settings for the loop thread: SCHED_FIFO, mlockall, CPU affinity, timer slack,
+and the CPUs' wake-up latency (PM QoS).
 
 Each one is asked for only when the config says so; when the system refuses
 (no CAP_SYS_NICE, a container, a locked-memory limit) the loop still runs
@@ -17,6 +18,7 @@ import ctypes.util
 import gc
 import logging
 import os
+import struct
 import sys
 from dataclasses import dataclass, field
 
@@ -26,6 +28,7 @@ __all__ = ["RealtimeReport", "apply_realtime", "restore_realtime", "raise_thread
 log = logging.getLogger(__name__)
 
 _MCL_CURRENT, _MCL_FUTURE, _MCL_ONFAULT = 1, 2, 4
+_QOS_PATH = "/dev/cpu_dma_latency"
 
 
 @dataclass
@@ -37,11 +40,13 @@ class RealtimeReport:
     affinity: tuple[int, ...] | None = None
     cpu: int | None = None              # the CPU the loop thread has to itself (loop.cpu)
     timer_slack_ns: int | None = None   # the loop thread's timer slack (None: not known)
+    cpu_latency_us: int | None = None   # the PM QoS wake-up latency held for the run (None: none)
     warnings: list[str] = field(default_factory=list)
     # what to put back in restore_realtime()
     _old_policy: int | None = None
     _old_param: int = 0
     _old_affinity: set[int] | None = None
+    _qos_fd: int | None = None
 
 
 def _libc():
@@ -53,6 +58,7 @@ def apply_realtime(
     priority: int = 80,
     lock_memory: bool = False,
     cpus: tuple[int, ...] | list[int] | None = None,
+    cpu_latency_us: int | None = None,
 ) -> RealtimeReport:
     """Apply the requested real-time settings to the calling process.
 
@@ -67,6 +73,10 @@ def apply_realtime(
         the loop.  ONFAULT keeps untouched mappings out of the resident set.
     cpus : sequence of int or None
         Pin the process to these CPU indices.
+    cpu_latency_us : int or None
+        Hold a PM QoS request for this CPU wake-up latency (``/dev/cpu_dma_latency``, the
+        request lasts while the file is open, as cyclictest does): 0 keeps idle CPUs in
+        their polling state.
 
     Returns
     -------
@@ -93,6 +103,18 @@ def apply_realtime(
             rep.mlockall = True
         except OSError as exc:
             rep.warnings.append(f"mlockall refused: {exc} (raise `ulimit -l` or run as root)")
+    if cpu_latency_us is not None:
+        try:
+            fd = os.open(_QOS_PATH, os.O_WRONLY)
+            try:
+                os.write(fd, struct.pack("i", int(cpu_latency_us)))
+            except OSError:
+                os.close(fd)
+                raise
+            rep._qos_fd, rep.cpu_latency_us = fd, int(cpu_latency_us)
+        except OSError as exc:
+            rep.warnings.append(f"CPU wake-up latency {cpu_latency_us} us refused ({_QOS_PATH}: "
+                                f"{exc.strerror or exc}); the CPUs may sleep when idle")
     if sched_fifo:
         try:
             rep._old_policy = os.sched_getscheduler(0)
@@ -125,6 +147,12 @@ def restore_realtime(rep: RealtimeReport) -> None:
         except OSError as exc:
             log.warning("could not restore CPU affinity: %s", exc)
         rep._old_affinity = None
+    if rep._qos_fd is not None:
+        try:
+            os.close(rep._qos_fd)       # closing the file withdraws the request
+        except OSError:
+            pass
+        rep._qos_fd = None
     if rep.mlockall and not getattr(rep, "_unlocked", False):
         try:
             _libc().munlockall()
@@ -231,7 +259,7 @@ class LoopEnvironment:
 
     Parameters
     ----------
-    loop_cfg : LoopConfig (sched_fifo, priority, lock_memory, cpus, cpu)
+    loop_cfg : LoopConfig (sched_fifo, priority, lock_memory, cpus, cpu, cpu_latency_us)
     enabled : bool, apply the real-time settings at all (False with a simulated clock)
 
     Attributes
@@ -254,7 +282,8 @@ class LoopEnvironment:
         if not self.enabled or self.report is not None:
             return
         lp = self.cfg
-        self.report = apply_realtime(lp.sched_fifo, lp.priority, lp.lock_memory, lp.cpus)
+        self.report = apply_realtime(lp.sched_fifo, lp.priority, lp.lock_memory, lp.cpus,
+                                     getattr(lp, "cpu_latency_us", None))
         self.warnings.extend(self.report.warnings)
         helpers = [th.native_id for th in helper_threads if th.is_alive() and th.native_id]
         if self.report.sched_fifo:

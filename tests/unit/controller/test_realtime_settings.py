@@ -47,3 +47,35 @@ def test_sched_fifo_where_allowed():
     finally:
         restore_realtime(rep)
     assert os.sched_getscheduler(0) != os.SCHED_FIFO
+
+
+def test_cpu_latency_request_is_held_for_the_run_and_withdrawn(tmp_path, monkeypatch):
+    """loop.cpu_latency_us: the PM QoS request (an int32 written to /dev/cpu_dma_latency) lasts
+    while the file is open; restore closes it.  A missing device is a warning, not an error."""
+    import struct
+
+    qos = tmp_path / "cpu_dma_latency"
+    qos.write_bytes(b"")
+    monkeypatch.setattr(realtime, "_QOS_PATH", str(qos))
+    rep = apply_realtime(cpu_latency_us=0)
+    assert rep.cpu_latency_us == 0 and not rep.warnings
+    fd = rep._qos_fd
+    os.fstat(fd)                                   # held open during the run
+    assert struct.unpack("i", qos.read_bytes()) == (0,)
+    restore_realtime(rep)
+    assert rep._qos_fd is None
+    with pytest.raises(OSError):
+        os.fstat(fd)                               # withdrawn
+    monkeypatch.setattr(realtime, "_QOS_PATH", str(tmp_path / "missing" / "cpu_dma_latency"))
+    rep = apply_realtime(cpu_latency_us=50)
+    assert rep.cpu_latency_us is None
+    assert len(rep.warnings) == 1 and "CPU wake-up latency 50 us refused" in rep.warnings[0]
+
+
+def test_a_bad_cpu_latency_is_refused_naming_the_key():
+    from servoloop.controller.config import builtin_config
+    from servoloop.controller.errors import ConfigError
+
+    cfg = builtin_config("quadruped")
+    with pytest.raises(ConfigError, match=r"loop.cpu_latency_us must be in 0..2000000 us"):
+        cfg.with_overrides(**{"loop.cpu_latency_us": -1})
