@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+import servoloop.controller.wholebody.balance as balance
 import servoloop.core_cy.inverse_dynamics as idm
 from servoloop.experiments import seed003
 
@@ -29,6 +30,7 @@ def solves(monkeypatch):
         return res
 
     monkeypatch.setattr(idm, "solve", recording)
+    monkeypatch.setattr(balance, "solve", recording)     # the balance step's own binding
     # the reference setup of the first measurement (no feedforward of the reference
     # acceleration, swing legs from the reference base, no early touchdown): the feet land at
     # 0.2-0.3 m/s, the case that exposed the two-pass release
