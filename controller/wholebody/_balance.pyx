@@ -28,6 +28,7 @@ from libc.math cimport acos, sin, sqrt
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dposv
 
+from servoloop.core_cy.linalg._dense cimport gram_rows
 from servoloop.core_cy.dynamics._dynamics cimport (
     FRAME_LOCAL_WORLD_ALIGNED,
     Data,
@@ -412,13 +413,7 @@ cdef class BalanceKernel:
             return 0
         if ms > nv:
             return 1
-        for r in range(ms):
-            for j in range(r, ms):
-                s = 0.0
-                for k in range(nv):
-                    s += Js[r * nv + k] * Js[j * nv + k]
-                G[r * ms + j] = s
-                G[j * ms + r] = s
+        gram_rows(ms, nv, Js, G)            # J J^T, exactly symmetric
         # y = (J J^T)^-1 J v in Jv; LAPACK refuses dependent rows (info > 0)
         dposv(&uplo, &ms, &one, G, &ms, Jv, &ms, &info)
         if info != 0:
