@@ -15,7 +15,7 @@ $(PY):
 
 # Reinstall only when the dependency list or the build changes.
 $(STAMP): pyproject.toml setup.py | $(PY)
-	$(PIP) install -q -U pip setuptools wheel "Cython>=3.0" "numpy>=1.26"
+	$(PIP) install -q -U pip setuptools wheel "Cython>=3.0" "numpy>=1.26" "scipy>=1.11"
 	$(PIP) install -q --no-build-isolation -e ".[all,test]"
 	touch $(STAMP)
 
