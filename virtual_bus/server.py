@@ -47,6 +47,16 @@ request (plus the plant's own step), a write's goal acts from the step
 after it arrived.  ``physics="inline"``
 is the earlier design (the main loop integrates up to now, then answers),
 kept for comparison (``servoloop bench bus --reply-latency``).
+
+The compiled reply path (``fast=True``, the default with physics beside and
+no wire timing; :mod:`.fastpath`, :mod:`._fastpath`): the reader is a C loop
+that holds no GIL.  It answers the every-tick packets (Protocol 2.0 SYNC
+READ, READ, PING; SYNC WRITE of goal registers, 2.0 and 1.0) at once from a
+mirror of the control tables the main loop publishes after each physics
+slice and each drain, and queues every chunk it reads; the main loop feeds
+them all to the engine in order (so watchdog, statistics and state follow
+every byte) and answers those C left alone, as above.  A reply then waits
+neither for the GIL nor for a physics slice in progress.
 """
 
 from __future__ import annotations
@@ -63,6 +73,11 @@ import time
 from collections import deque
 
 from servoloop.virtual_bus.pty import measure_pty_latency, open_pty, termios_baud
+
+try:
+    from servoloop.virtual_bus.fastpath import FastReplies
+except ImportError:          # extension not built: the Python reader serves
+    FastReplies = None
 
 __all__ = ["PtyServer"]
 
@@ -99,9 +114,13 @@ class PtyServer:
         ``beside``: replies from the latest state at once, physics stepped in
         slices between requests; ``inline``: physics integrated up to now
         before each answer (see the module docstring).
+    fast : bool
+        With physics beside and no wire timing: answer the every-tick packets
+        from the compiled reader (see the module docstring); False: the Python
+        reader answers everything (for comparison).
     """
 
-    def __init__(self, engine, wire_timing: bool = False, physics: str = "beside"):
+    def __init__(self, engine, wire_timing: bool = False, physics: str = "beside", fast: bool = True):
         if physics not in PHYSICS_MODES:
             raise ValueError(f"physics must be one of {PHYSICS_MODES}, got {physics!r}")
         self.engine = engine
@@ -136,7 +155,10 @@ class PtyServer:
         self._reader_stop = False
         self._reader: threading.Thread | None = None
         self.stats = {"backlog_dropped": 0, "host_input_flushes": 0, "host_output_flushes": 0,
-                      "physics_slices": 0}
+                      "physics_slices": 0, "fast_reads": 0, "fast_writes": 0, "slow_chunks": 0}
+        self._fast = None
+        if fast and self._beside and not wire_timing and FastReplies is not None:
+            self._fast = FastReplies(engine, self.master, self._notify_w, self._packet_mode)
 
     def stop(self, *_args) -> None:
         """Ask :meth:`serve` to return (signal-safe)."""
@@ -154,8 +176,11 @@ class PtyServer:
         sys.setswitchinterval(_SWITCH_S)
         self.t0 = time.monotonic()
         end = None if duration is None else self.t0 + duration
-        self._reader = threading.Thread(target=self._read_loop, name="virtual-bus-reader", daemon=True)
-        self._reader.start()
+        if self._fast is not None:
+            self._fast.start()
+        else:
+            self._reader = threading.Thread(target=self._read_loop, name="virtual-bus-reader", daemon=True)
+            self._reader.start()
         once = self._once_beside if self._beside else self._once
         try:
             while not self._stop and (end is None or time.monotonic() < end):
@@ -250,6 +275,9 @@ class PtyServer:
                 os.read(fd, 4096)
             except BlockingIOError:
                 pass
+        if self._fast is not None:
+            with self._lock:
+                self._fast.drain(self)
         self._step_physics()
         if engine.unplugged:
             self._unplug()
@@ -259,6 +287,8 @@ class PtyServer:
             if engine.pending_bytes() and now - self._last_rx >= _STALL_S:
                 self._schedule(engine.drop_partial(), now)
                 self._last_rx = now
+                if self._fast is not None:
+                    self._fast.partial_dropped()
 
     def _step_physics(self) -> None:
         """Integrate up to the clock in slices of at most ``_SLICE_S``, the lock taken per slice
@@ -277,6 +307,8 @@ class PtyServer:
                 engine.advance(min(dt, _SLICE_S))
                 engine.fresh_present()   # the next reply only copies registers
                 self.stats["physics_slices"] += 1
+                if self._fast is not None:
+                    self._fast.sync()
                 if dt <= _SLICE_S:
                     return
 
@@ -407,6 +439,8 @@ class PtyServer:
 
     def _unplug(self) -> None:
         self._reader_stop = True
+        if self._fast is not None:
+            self._fast.stop()
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(timeout=1.0)
         if self.master >= 0:

@@ -55,7 +55,7 @@ def serve(physics):
         events.append(("advance", threading.current_thread().name, t, engine.time_s))
 
     engine.feed_at, engine.advance = rec_feed, rec_advance
-    server = PtyServer(engine, physics=physics)
+    server = PtyServer(engine, physics=physics, fast=False)   # the Python reader (the compiled one: test_virtual_bus_fast_path)
     if physics == "beside":
         answer = server._answer_now
 
