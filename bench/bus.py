@@ -16,13 +16,15 @@ Python scale on the SDK side (what a user of GroupSyncRead writes).
   (12 servos: 352 bytes, 880 us, 1136 Hz).
 
 - ``reply_us`` (``--reply-latency``): time from writing the sync read to
-  the last reply in, p50/p99/max, with the built-in quadruped's contact
-  simulator behind the bus and the host paced at 1 kHz (each request finds
-  a millisecond of physics owed, as the daemon's do), plus the goal sync
-  write.  Ours: the virtual bus answering from its latest state with the
-  physics stepped beside (``--physics beside``); anchor: the same process
-  integrating up to now before each answer (``--physics inline``), the two
-  alternating in ``--block`` s blocks.
+  the last reply in, p50/p99/p99.9/max, and ``stalls_per_20s`` (replies
+  later than 1.7 ms, per 20 s at 1 kHz), with the built-in quadruped's
+  contact simulator behind the bus and the host paced at 1 kHz (each request
+  finds a millisecond of physics owed, as the daemon's do), plus the goal
+  sync write.  Ours: the virtual bus's compiled reply path (answers from the
+  latest state without the GIL, physics beside; the default); anchors: the
+  Python reader with the physics beside (``--physics beside --no-fast-path``)
+  and the same process integrating up to now before each answer
+  (``--physics inline``), the three alternating in ``--block`` s blocks.
 - ``read_us`` (``--reply-latency --imu``): the tick's whole read, servos and the
   quadruped's IMU board (OpenCR, ID 200), from the first write to the last
   reply in, same pacing and physics beside.  Ours: one BULK READ of both
@@ -47,6 +49,7 @@ from servoloop.bench.common import Row, interleaved_times, report
 
 __all__ = ["add_arguments", "run", "wire_limit_hz", "cycle_bytes"]
 
+STALL_US = 1700             # a reply later than this makes the daemon's 1 kHz tick miss its deadline
 ADDR, LEN = 126, 10          # present_current (126, 2) .. present_position (132, 4)
 GOAL_ADDR, GOAL_LEN = 116, 4
 MODEL = "XM430-W350"
@@ -62,7 +65,8 @@ def add_arguments(p) -> None:
     p.add_argument("--cycles", type=int, default=300, help="cycles per timed block (default 300)")
     p.add_argument("--repeats", type=int, default=5, help="timed blocks per side (default 5)")
     p.add_argument("--reply-latency", action="store_true",
-                   help="only the reply latency with the quadruped's physics, beside vs inline")
+                   help="only the reply latency with the quadruped's physics: compiled reply path "
+                        "vs Python reader (physics beside) vs inline")
     p.add_argument("--seconds", type=float, default=10.0,
                    help="seconds per side of --reply-latency (default 10)")
     p.add_argument("--block", type=float, default=1.0, help="seconds per interleaved block (default 1)")
@@ -229,15 +233,30 @@ class _Paced:
             self.writer.write(self.goal)
 
 
+#: --reply-latency sides: (anchor name, virtual-bus options); the first is ours
+_REPLY_SIDES = (("compiled reply path", ["--physics", "beside"]),
+                ("physics beside, Python reader", ["--physics", "beside", "--no-fast-path"]),
+                ("physics inline", ["--physics", "inline"]))
+
+
+def _latency_figures(stats) -> dict:
+    """p50/p99/p99.9/max reply latency, us, and replies later than ``STALL_US`` per 20 s at 1 kHz."""
+    s = stats.summary()
+    s["p99.9"] = stats.percentile_us(99.9)
+    late = float(stats.hist[STALL_US:].sum())
+    s["stalls_per_20s"] = late / stats.count * 20_000.0 if stats.count else float("nan")
+    return s
+
+
 def _reply_latency(seconds: float, block: float, baud: int) -> list[Row]:
-    """The quadruped's virtual bus, physics beside vs inline, alternating blocks."""
+    """The quadruped's virtual bus: compiled reply path vs Python reader vs inline, alternating blocks."""
     from servoloop.controller.config import builtin_config
 
     n = builtin_config("quadruped").n
     procs, sides = [], []
     try:
-        for mode in ("beside", "inline"):
-            vb = _VirtualBus(n, baud, False, ["--robot", "quadruped", "--physics", mode])
+        for _, opts in _REPLY_SIDES:
+            vb = _VirtualBus(n, baud, False, ["--robot", "quadruped", *opts])
             procs.append(vb)
             sides.append(_Paced(vb.port, n, baud))
         for side in sides:
@@ -252,11 +271,14 @@ def _reply_latency(seconds: float, block: float, baud: int) -> list[Row]:
             side.bus.close()
         for vb in procs:
             vb.close()
-    ours, anchor = (s.latency.summary() for s in sides)
+    figures = [_latency_figures(s.latency) for s in sides]
+    ours = figures[0]
     case = f"quadruped {n} servos 1 kHz"
-    rows = [Row(case, f"reply_us_{k}", "us", ours[k], "physics inline", anchor[k]) for k in ("p50", "p99", "max")]
-    rows.append(Row(case, "failed_reads", "count", float(sides[0].errors), "physics inline",
-                    float(sides[1].errors)))
+    rows = []
+    for (name, _), side, anchor in zip(_REPLY_SIDES[1:], sides[1:], figures[1:], strict=True):
+        rows += [Row(case, f"reply_us_{k}", "us", ours[k], name, anchor[k]) for k in ("p50", "p99", "p99.9", "max")]
+        rows.append(Row(case, "stalls_per_20s", "count", ours["stalls_per_20s"], name, anchor["stalls_per_20s"]))
+        rows.append(Row(case, "failed_reads", "count", float(sides[0].errors), name, float(side.errors)))
     return rows
 
 
