@@ -88,6 +88,7 @@ ctypedef struct Device:
     int status               # status byte of an error-free reply (alert bit when latched)
     int srl                  # Status Return Level
     int a_model, a_fw        # addresses of Model Number (2 bytes) and Firmware Version (PING)
+    int bulk                 # answers a Protocol 1.0 BULK READ (MX; an AX ignores it)
     int ind_lo, ind_hi       # indirect-data span [lo, hi), lo = hi = 0 when none
     int nw
     int w_addr[MAX_W]
@@ -251,7 +252,7 @@ cdef class FastPath:
             Protocols whose packets the engine frames as such now (both on a mixed bus).
         idmap : iterable of (protocol, id, device k)
             The fast-eligible targets.
-        devices : sequence of (status, srl, ind_lo, ind_hi, a_model, a_fw, writable) per device
+        devices : sequence of (status, srl, ind_lo, ind_hi, a_model, a_fw, bulk, writable) per device
             ``writable``: (address, size, signed, lo, hi) of each register a sync
             write may set (the engine stores it verbatim when lo <= raw <= hi).
         """
@@ -273,8 +274,8 @@ cdef class FastPath:
                 if 0 <= k < self.n and self.dev[k].mirror != NULL:
                     self.idmap[p][i] = k
             for k in range(self.n):
-                status, srl, lo, hi, a_model, a_fw, writable = rows[k]
-                self.dev[k].status, self.dev[k].srl = status, srl
+                status, srl, lo, hi, a_model, a_fw, bulk, writable = rows[k]
+                self.dev[k].status, self.dev[k].srl, self.dev[k].bulk = status, srl, bulk
                 self.dev[k].a_model, self.dev[k].a_fw = a_model, a_fw
                 self.dev[k].ind_lo, self.dev[k].ind_hi = lo, hi
                 self.dev[k].nw = min(len(writable), MAX_W)
@@ -511,12 +512,32 @@ cdef class FastPath:
                 if p[4] != 0xFE or np_ < 4:
                     return 0
                 return self._writable(2, prm, np_, prm[0] | (prm[1] << 8), prm[2] | (prm[3] << 8), 4)
+            if inst == 0x92:                                # BULK READ: (id, address, length) each
+                if p[4] != 0xFE or np_ < 5 or np_ % 5:
+                    return 0
+                for i in range(0, np_, 5):
+                    if not self._readable(2, prm[i], prm[i + 1] | (prm[i + 2] << 8),
+                                          prm[i + 3] | (prm[i + 4] << 8)):
+                        return 0
+                return 1
             return 0
         inst, prm, np_ = p[4], p + 5, total - 6             # Protocol 1.0
-        if inst == 0x83:
+        if inst == 0x83:                                    # SYNC WRITE
             if p[2] != 0xFE or np_ < 2:
                 return 0
             return self._writable(1, prm, np_, prm[0], prm[1], 2)
+        if inst == 0x02:                                    # READ
+            return np_ == 2 and p[2] != 0xFE and self._readable(1, p[2], prm[0], prm[1])
+        if inst == 0x01:                                    # PING
+            return p[2] != 0xFE and self.idmap[1][p[2]] >= 0
+        if inst == 0x92:                                    # MX BULK READ: 00, then (length, id, address)
+            if p[2] != 0xFE or np_ < 4 or (np_ - 1) % 3:
+                return 0
+            for i in range(1, np_, 3):
+                k = self.idmap[1][prm[i + 1]]
+                if k < 0 or not self.dev[k].bulk or not self._readable(1, prm[i + 1], prm[i + 2], prm[i]):
+                    return 0
+            return 1
         return 0
 
     cdef int _readable(self, int proto, int sid, int address, int length) noexcept nogil:
@@ -530,9 +551,10 @@ cdef class FastPath:
             return 0
         if d.ind_hi > d.ind_lo and address < d.ind_hi and end > d.ind_lo:
             return 0
-        for j in range(address, end - 2):                   # would need byte stuffing
-            if d.mirror[j] == 0xFF and d.mirror[j + 1] == 0xFF and d.mirror[j + 2] == 0xFD:
-                return 0
+        if proto == 2:
+            for j in range(address, end - 2):               # would need byte stuffing
+                if d.mirror[j] == 0xFF and d.mirror[j + 1] == 0xFF and d.mirror[j + 2] == 0xFD:
+                    return 0
         return 1
 
     cdef int _writable(self, int proto, const uint8_t *prm, Py_ssize_t np_, int address, int length,
@@ -581,13 +603,28 @@ cdef class FastPath:
                 elif inst == 0x01:
                     out = self._ping2(out, p[i + 4])
                     self.n_fast_reads += 1
+                elif inst == 0x92:
+                    for j in range(0, np_, 5):
+                        out = self._status2(out, prm[j], prm[j + 1] | (prm[j + 2] << 8),
+                                            prm[j + 3] | (prm[j + 4] << 8))
+                    self.n_fast_reads += 1
                 else:
                     self._store(2, prm, np_, prm[0] | (prm[1] << 8), prm[2] | (prm[3] << 8), 4)
                     self.n_fast_writes += 1
             else:
-                prm, np_ = p + i + 5, total - 6
-                self._store(1, prm, np_, prm[0], prm[1], 2)
-                self.n_fast_writes += 1
+                inst, prm, np_ = p[i + 4], p + i + 5, total - 6
+                if inst == 0x83:
+                    self._store(1, prm, np_, prm[0], prm[1], 2)
+                    self.n_fast_writes += 1
+                else:
+                    if inst == 0x02:
+                        out = self._status1(out, p[i + 2], prm[0], prm[1])
+                    elif inst == 0x01:
+                        out = self._status1(out, p[i + 2], 0, 0)
+                    else:
+                        for j in range(1, np_, 3):
+                            out = self._status1(out, prm[j + 1], prm[j + 2], prm[j])
+                    self.n_fast_reads += 1
             i += total
         return out
 
@@ -601,6 +638,23 @@ cdef class FastPath:
     cdef Py_ssize_t _status2(self, Py_ssize_t out, int sid, int address, int length) noexcept nogil:
         cdef Device *d = &self.dev[self.idmap[2][sid]]
         return self._emit2(out, sid, d.status, d.mirror + address, length)
+
+    cdef Py_ssize_t _status1(self, Py_ssize_t out, int sid, int address, int length) noexcept nogil:
+        """A Protocol 1.0 status packet: FF FF ID LEN ERR DATA CHECKSUM (``length`` 0: no data)."""
+        cdef Device *d = &self.dev[self.idmap[1][sid]]
+        cdef uint8_t *q
+        cdef int n = length + 2, s, k
+        if out + length + 6 > TX_MAX:
+            return out
+        q = self.tx + out
+        q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, sid, n, d.status
+        if length:
+            memcpy(q + 5, d.mirror + address, length)
+        s = sid + n + d.status
+        for k in range(length):
+            s += q[5 + k]
+        q[5 + length] = (~s) & 0xFF
+        return out + length + 6
 
     cdef Py_ssize_t _ping2(self, Py_ssize_t out, int sid) noexcept nogil:
         # the engine's ping reply: Model Number (2 bytes) and Firmware Version

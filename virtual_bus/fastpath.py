@@ -1,7 +1,8 @@
 """Python side of the virtual bus's compiled reply path (:mod:`._fastpath`).
 
 The compiled reader answers the every-tick packets (Protocol 2.0 SYNC READ,
-READ, PING; Protocol 2.0 / 1.0 SYNC WRITE into goal registers) from a mirror
+BULK READ, READ, PING; Protocol 1.0 READ, PING, BULK READ; SYNC WRITE of goal
+registers, both protocols) from a mirror
 of the control tables without the GIL, and queues every chunk it reads.
 :class:`FastReplies` is what the pty server needs of it:
 
@@ -137,7 +138,7 @@ class FastReplies:
             a_model = reg["model_number"].address if "model_number" in reg else -1
             a_fw = reg["firmware_version"].address if "firmware_version" in reg else -1
             rows.append((d.status_bits(0), d.status_return_level, lo, hi, a_model, a_fw,
-                         writable_registers(d)))
+                         bool(getattr(info, "bulk_read", False)), writable_registers(d)))
         self.fp.set_meta(enabled, e.client_baud, e.pending_bytes() > 0, protocols, idmap, rows)
         self._seen = self._signature()
 

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from servoloop.firmware_bridge import protocol as P
-from servoloop.firmware_bridge.control_table import get_table
 from servoloop.firmware_bridge.imu import IMU_REGISTERS, get_imu_table
 from servoloop.virtual_bus.engine import BusEngine
 from servoloop.virtual_bus.imu_device import ImuEmulation
@@ -36,14 +35,16 @@ pytestmark = pytest.mark.hil
 
 X = "XM430-W350"
 AX = "AX-18A"
+MX1 = "MX-28"                # Protocol 1.0 with BULK READ
 P2_IDS = (1, 2, 3, 4)
-P1_IDS = (5, 6)
+P1_IDS = (5, 6)              # AX-18A, MX-28
 IMU_ID = 200
 PRESENT = (126, 10)          # present current .. present position
 GOAL = (116, 4)
 GOAL_VEL = (104, 4)
 INDIRECT = (224, 4)          # Indirect Data 1..4
-AX_GOAL = (30, 2)
+AX_GOAL = (30, 2)            # Goal Position of both 1.0 models
+P1_PRESENT = (36, 2)
 
 
 class StillPlant:
@@ -59,7 +60,7 @@ class StillPlant:
 
 
 def _engine(mixed: bool) -> BusEngine:
-    servos = [(i, X) for i in P2_IDS] + ([(i, AX) for i in P1_IDS] if mixed else [])
+    servos = [(i, X) for i in P2_IDS] + ([(5, AX), (6, MX1)] if mixed else [])
     return BusEngine(servos, plant=StillPlant(len(servos)), noise_ticks=0.0,
                      imu=ImuEmulation(id=IMU_ID))
 
@@ -127,6 +128,14 @@ def write(sid, address, value, n) -> bytes:
     return _p2(sid, 0x03, _le(address, 2) + _le(value, n))
 
 
+def bulk_read(items) -> bytes:
+    return _p2(0xFE, 0x92, b"".join(bytes((i,)) + _le(a, 2) + _le(n, 2) for i, (a, n) in items))
+
+
+def bulk_read_p1(items) -> bytes:
+    return _p1(0xFE, 0x92, b"\x00" + b"".join(bytes((n, i, a)) for i, (a, n) in items))
+
+
 def bad_crc(pkt: bytes) -> bytes:
     return pkt[:-1] + bytes(((pkt[-1] + 1) & 0xFF,))
 
@@ -159,6 +168,8 @@ def scripted(mixed: bool) -> list[tuple]:
         (sync_read((168, 2), ids),),
         (_p2(1, 0x02, _le(116, 2) + _le(4, 2)),),                       # READ
         (_p2(2, 0x01),), (_p2(0xFE, 0x01),),                            # PING, broadcast PING
+        (bulk_read([(1, PRESENT), (IMU_ID, _imu_span()), (3, GOAL)]),),
+        (bulk_read([(1, PRESENT), (2, INDIRECT)]),),
         (sync_read(PRESENT, [1, 9, 2]),),                               # unknown id
         (bad_crc(sync_read(PRESENT, ids)),), (bad_crc(_p2(1, 0x02, _le(116, 2) + _le(4, 2))),),
         (b"\x01\x02\x03garbage",), (b"\xff\xff\xfd",),                  # garbage, a lone header start
@@ -182,6 +193,12 @@ def scripted(mixed: bool) -> list[tuple]:
             (sync_write_p1(AX_GOAL, [(6, 50)]),),                       # below it
             (sync_write_p1(AX_GOAL, [(6, 150)]), _p1(6, 0x02, bytes(AX_GOAL))),
             (bad_crc(sync_write_p1(AX_GOAL, [(5, 1)])),),
+            (_p1(6, 0x02, bytes(P1_PRESENT)) + _p1(5, 0x02, bytes(P1_PRESENT)),),
+            (_p1(5, 0x01),), (_p1(6, 0x01), _p1(9, 0x01)),
+            (bulk_read_p1([(6, P1_PRESENT), (6, AX_GOAL)]),),
+            (bulk_read_p1([(6, P1_PRESENT), (5, P1_PRESENT)]),),        # the AX ignores it
+            (sync_write_p1(AX_GOAL, [(6, 5000)]),), (sync_write_p1(AX_GOAL, [(6, 4000)]),),
+            (_p1(6, 0x02, bytes(AX_GOAL)),),
         ]
     return s
 
@@ -210,6 +227,7 @@ def randomized(mixed: bool, seed: int, n: int) -> list[tuple]:
         (1, lambda: bad_crc(sync_read(PRESENT, some_ids()))),
         (1, lambda: bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))),
         (1, lambda: sync_read(_imu_span(), [IMU_ID] + some_ids())),
+        (2, lambda: bulk_read([(i, rng.choice((PRESENT, GOAL, INDIRECT))) for i in some_ids()])),
     ]
     if mixed:
         makers += [
@@ -217,6 +235,9 @@ def randomized(mixed: bool, seed: int, n: int) -> list[tuple]:
                                                 rng.sample(P1_IDS, rng.randint(1, 2))])),
             (1, lambda: _p1(rng.choice(P1_IDS), 0x02, bytes(AX_GOAL))),
             (1, lambda: _p1(rng.choice(P1_IDS), 0x03, bytes((24, rng.randint(0, 1))))),
+            (3, lambda: _p1(rng.choice((*P1_IDS, 9)), 0x02, bytes(rng.choice((P1_PRESENT, AX_GOAL))))),
+            (1, lambda: _p1(rng.choice((*P1_IDS, 9)), 0x01)),
+            (2, lambda: bulk_read_p1([(rng.choice(P1_IDS), P1_PRESENT)])),
         ]
     weights = [w for w, _ in makers]
     out = []
@@ -265,10 +286,10 @@ def test_fast_path_answers_as_the_engine(mixed):
         f"replies differ (first at step {first_diff}: {steps[first_diff] if first_diff is not None else ''})")
     assert len(slow) > 2000                    # the stream was answered at all
     a, b = engines
-    tick = get_table(X)["realtime_tick"]          # the clock: the one register time writes
     for name in a.banks:
         keep = np.ones(a.banks[name].info.size, dtype=bool)
-        if name == X:
+        tick = a.banks[name].info.reg.get("realtime_tick")      # the clock: the one register time writes
+        if tick is not None:
             keep[tick.address:tick.address + tick.size] = False
         np.testing.assert_array_equal(a.banks[name].arr[:, keep], b.banks[name].arr[:, keep], err_msg=name)
     assert [bytes(s.eeprom) for s in a.servos] == [bytes(s.eeprom) for s in b.servos]
@@ -283,10 +304,10 @@ def test_fast_path_answers_as_the_engine(mixed):
 
 
 def _count_sync_reads(step) -> int:
-    """Protocol 2.0 SYNC READ packets sent in a step (a header followed by instruction 0x82)."""
+    """Protocol 2.0 SYNC / BULK READ packets sent in a step (a header then instruction 0x82 / 0x92)."""
     data = b"".join(c for c in step if isinstance(c, bytes))
     n, i = 0, data.find(b"\xff\xff\xfd\x00")
     while 0 <= i < len(data) - 7:
-        n += data[i + 7] == 0x82
+        n += data[i + 7] in (0x82, 0x92)
         i = data.find(b"\xff\xff\xfd\x00", i + 1)
     return n
