@@ -152,10 +152,10 @@ class FastReplies:
     def drain(self, server) -> None:
         """Feed every queued chunk to the engine in order; send the replies of SLOW chunks."""
         e, fp, stats = self.engine, self.fp, server.stats
-        while True:
-            item = fp.pop()
-            if item is None:
-                break
+        item = fp.pop()
+        if item is None:
+            return
+        while item is not None:
             t, baud, prev, data, status, kind = item
             if kind == KIND_CONTROL:
                 # the host flushed: a real servo does not know and still sends what it owes
@@ -163,10 +163,12 @@ class FastReplies:
                     stats["host_input_flushes"] += 1
                 if status & _TIOCPKT_FLUSHWRITE:
                     stats["host_output_flushes"] += 1
+                item = fp.pop()
                 continue
             if e.unplugged:
                 if kind == KIND_SLOW:
                     fp.slow_done(False)
+                item = fp.pop()
                 continue
             server._last_rx = t
             out = e.feed_at(data, baud, prev)
@@ -176,6 +178,7 @@ class FastReplies:
                 fp.sync()
                 fp.slow_done(e.pending_bytes() > 0)
             # else: C sent these replies already
+            item = fp.pop()
         fp.sync()
         stats["fast_reads"], stats["fast_writes"], stats["slow_chunks"] = fp.counts
 

@@ -298,6 +298,10 @@ class PtyServer:
             if self._reader_waiting:   # a lock is not fair: let the waiting answer in first
                 time.sleep(0)
             with self._lock:
+                if self._fast is not None:
+                    # chunks C left to Python are answered between two slices, not after the
+                    # whole stretch owed (a slow chunk waits at most one slice, as before)
+                    self._fast.drain(self)
                 dt = (time.monotonic() - self.t0) - engine.time_s
                 if dt > _MAX_CATCH_UP_S:   # stopped or starved: skip simulated time (see _sync)
                     self.t0 += dt - _MAX_CATCH_UP_S
