@@ -551,10 +551,6 @@ cdef class FastPath:
             return 0
         if d.ind_hi > d.ind_lo and address < d.ind_hi and end > d.ind_lo:
             return 0
-        if proto == 2:
-            for j in range(address, end - 2):               # would need byte stuffing
-                if d.mirror[j] == 0xFF and d.mirror[j + 1] == 0xFF and d.mirror[j + 2] == 0xFD:
-                    return 0
         return 1
 
     cdef int _writable(self, int proto, const uint8_t *prm, Py_ssize_t np_, int address, int length,
@@ -666,17 +662,25 @@ cdef class FastPath:
     cdef Py_ssize_t _emit2(self, Py_ssize_t out, int sid, int status, const uint8_t *data,
                            int length) noexcept nogil:
         cdef uint8_t *q
-        cdef int n = length + 4
+        cdef int n, k, m = 9
         cdef uint16_t crc
-        if out + length + 11 > TX_MAX:
+        if out + 2 * length + 11 > TX_MAX:
             return out
         q = self.tx + out
         q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, 0xFD, 0x00, sid
-        q[5], q[6], q[7], q[8] = n & 0xFF, n >> 8, 0x55, status
-        memcpy(q + 9, data, length)
-        crc = _crc16(q, 9 + length, 0)
-        q[9 + length], q[10 + length] = crc & 0xFF, crc >> 8
-        return out + length + 11
+        q[7], q[8] = 0x55, status
+        for k in range(length):
+            # byte stuffing (protocol.stuff): FD after every FF FF FD run; the error byte is never FF
+            q[m] = data[k]
+            m += 1
+            if data[k] == 0xFD and q[m - 2] == 0xFF and q[m - 3] == 0xFF:
+                q[m] = 0xFD
+                m += 1
+        n = m - 7 + 2                                       # instruction .. CRC
+        q[5], q[6] = n & 0xFF, n >> 8
+        crc = _crc16(q, m, 0)
+        q[m], q[m + 1] = crc & 0xFF, crc >> 8
+        return out + m + 2
 
 
 cdef inline void _copy_keep(Device *d) noexcept nogil:

@@ -163,6 +163,9 @@ def scripted(mixed: bool) -> list[tuple]:
         (write(1, 11, 1, 1),),                                          # refused: torque on
         (sync_write(GOAL_VEL, [(2, 50), (3, 400), (4, -50)]),),         # 400: past Velocity Limit (3)
         (sync_write(GOAL_VEL, [(2, 50), (4, -50)]), sync_read(GOAL_VEL, ids)),
+        (write(2, 108, 0xFD, 4),),                                      # Profile Acceleration 253 ...
+        (sync_write(GOAL_VEL, [(2, -1)]) + sync_read((104, 8), [2]),),  # ... after FF FF FF FF: stuffed reply
+        (sync_write(GOAL_VEL, [(2, -3)]), bulk_read([(2, (104, 8))])),
         (write(3, 168, 132, 2), write(3, 170, 133, 2)),                 # Indirect Data 1, 2 -> Present Position
         (sync_read(INDIRECT, ids),),
         (sync_read((168, 2), ids),),
