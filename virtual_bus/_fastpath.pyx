@@ -633,54 +633,60 @@ cdef class FastPath:
 
     cdef Py_ssize_t _status2(self, Py_ssize_t out, int sid, int address, int length) noexcept nogil:
         cdef Device *d = &self.dev[self.idmap[2][sid]]
-        return self._emit2(out, sid, d.status, d.mirror + address, length)
+        return _emit2(self.tx, out, sid, d.status, d.mirror + address, length)
 
     cdef Py_ssize_t _status1(self, Py_ssize_t out, int sid, int address, int length) noexcept nogil:
-        """A Protocol 1.0 status packet: FF FF ID LEN ERR DATA CHECKSUM (``length`` 0: no data)."""
-        cdef Device *d = &self.dev[self.idmap[1][sid]]
-        cdef uint8_t *q
-        cdef int n = length + 2, s, k
-        if out + length + 6 > TX_MAX:
-            return out
-        q = self.tx + out
-        q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, sid, n, d.status
-        if length:
-            memcpy(q + 5, d.mirror + address, length)
-        s = sid + n + d.status
-        for k in range(length):
-            s += q[5 + k]
-        q[5 + length] = (~s) & 0xFF
-        return out + length + 6
+        return _emit1(self.tx, out, sid, &self.dev[self.idmap[1][sid]], address, length)
 
     cdef Py_ssize_t _ping2(self, Py_ssize_t out, int sid) noexcept nogil:
         # the engine's ping reply: Model Number (2 bytes) and Firmware Version
         cdef Device *d = &self.dev[self.idmap[2][sid]]
         cdef uint8_t data[3]
         data[0], data[1], data[2] = d.mirror[d.a_model], d.mirror[d.a_model + 1], d.mirror[d.a_fw]
-        return self._emit2(out, sid, d.status, data, 3)
+        return _emit2(self.tx, out, sid, d.status, data, 3)
 
-    cdef Py_ssize_t _emit2(self, Py_ssize_t out, int sid, int status, const uint8_t *data,
-                           int length) noexcept nogil:
-        cdef uint8_t *q
-        cdef int n, k, m = 9
-        cdef uint16_t crc
-        if out + 2 * length + 11 > TX_MAX:
-            return out
-        q = self.tx + out
-        q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, 0xFD, 0x00, sid
-        q[7], q[8] = 0x55, status
-        for k in range(length):
-            # byte stuffing (protocol.stuff): FD after every FF FF FD run; the error byte is never FF
-            q[m] = data[k]
+
+cdef Py_ssize_t _emit1(uint8_t *tx, Py_ssize_t out, int sid, Device *d, int address,
+                       int length) noexcept nogil:
+    """A Protocol 1.0 status packet at ``tx + out``: FF FF ID LEN ERR DATA CHECKSUM; the new end."""
+    cdef uint8_t *q
+    cdef int n = length + 2, s, k
+    if out + length + 6 > TX_MAX:
+        return out
+    q = tx + out
+    q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, sid, n, d.status
+    if length:
+        memcpy(q + 5, d.mirror + address, length)
+    s = sid + n + d.status
+    for k in range(length):
+        s += q[5 + k]
+    q[5 + length] = (~s) & 0xFF
+    return out + length + 6
+
+
+cdef Py_ssize_t _emit2(uint8_t *tx, Py_ssize_t out, int sid, int status, const uint8_t *data,
+                       int length) noexcept nogil:
+    """A Protocol 2.0 status packet at ``tx + out`` (byte-stuffed as protocol.build_status); the new end."""
+    cdef uint8_t *q
+    cdef int n, k, m = 9
+    cdef uint16_t crc
+    if out + 2 * length + 11 > TX_MAX:
+        return out
+    q = tx + out
+    q[0], q[1], q[2], q[3], q[4] = 0xFF, 0xFF, 0xFD, 0x00, sid
+    q[7], q[8] = 0x55, status
+    for k in range(length):
+        # byte stuffing (protocol.stuff): FD after every FF FF FD run; the error byte is never FF
+        q[m] = data[k]
+        m += 1
+        if data[k] == 0xFD and q[m - 2] == 0xFF and q[m - 3] == 0xFF:
+            q[m] = 0xFD
             m += 1
-            if data[k] == 0xFD and q[m - 2] == 0xFF and q[m - 3] == 0xFF:
-                q[m] = 0xFD
-                m += 1
-        n = m - 7 + 2                                       # instruction .. CRC
-        q[5], q[6] = n & 0xFF, n >> 8
-        crc = _crc16(q, m, 0)
-        q[m], q[m + 1] = crc & 0xFF, crc >> 8
-        return out + m + 2
+    n = m - 7 + 2                                       # instruction .. CRC
+    q[5], q[6] = n & 0xFF, n >> 8
+    crc = _crc16(q, m, 0)
+    q[m], q[m + 1] = crc & 0xFF, crc >> 8
+    return out + m + 2
 
 
 cdef inline void _copy_keep(Device *d) noexcept nogil:
