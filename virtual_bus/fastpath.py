@@ -19,7 +19,7 @@ of the control tables without the GIL, and queues every chunk it reads.
 
 The engine stays the one place servo semantics live: C only copies bytes the
 engine published, and answers only what the engine would answer the same way
-from them (see ``tests/unit/virtual_bus/test_fast_path_differential.py``).
+from them (see ``tests/hil/test_virtual_bus_fast_path.py``).
 """
 
 from __future__ import annotations

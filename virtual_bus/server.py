@@ -51,7 +51,8 @@ kept for comparison (``servoloop bench bus --reply-latency``).
 The compiled reply path (``fast=True``, the default with physics beside and
 no wire timing; :mod:`.fastpath`, :mod:`._fastpath`): the reader is a C loop
 that holds no GIL.  It answers the every-tick packets (Protocol 2.0 SYNC
-READ, READ, PING; SYNC WRITE of goal registers, 2.0 and 1.0) at once from a
+READ, BULK READ, READ, PING; Protocol 1.0 READ, PING, BULK READ; SYNC WRITE
+of goal registers, 2.0 and 1.0) at once from a
 mirror of the control tables the main loop publishes after each physics
 slice and each drain, and queues every chunk it reads; the main loop feeds
 them all to the engine in order (so watchdog, statistics and state follow
