@@ -378,7 +378,9 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
             core_cy.forward_kinematics(model, data, q)
             gen = M @ qdd + h
-            f_lag = f_hist[-1 - lag]
+            # ID(t_{i-lag}): f_hist[-1] is the previous step's force (the last one the
+            # simulator reported); it read f_hist[-1 - lag], one tick older than named
+            f_lag = f_hist[-lag]
             for i in range(len(pts)):
                 if f_lag[i].any():
                     J = robot.point_jacobian(q, int(pts.body[i]), pts.position[i], pts.radius[i])
