@@ -27,12 +27,13 @@ cdef inline double _mod1(double a) noexcept nogil:
 
 cdef inline void _height(double u, double h, double T, double land_depth, double land_fraction,
                          double* z, double* dz, double* ddz) noexcept nogil:
-    # gait.swing_height, operation for operation: an arc with zero velocity and acceleration
-    # at lift-off into a slow final descent (land_depth over the last land_fraction of the swing)
+    # gait.swing_height, operation for operation: an arc (zero velocity, upward acceleration
+    # at lift-off) into a slow final descent (land_depth over the last land_fraction of the swing)
     cdef double d = land_depth if land_depth < 0.5 * h else 0.5 * h
     cdef double F = land_fraction
     cdef double ua = 1.0 - F
-    cdef double g, a, b, c, x, w, A
+    cdef double g, a, b, c, x, y, A
+    cdef double bump = 3125.0 / 108.0   # gait._BUMP
     if u >= ua:
         z[0] = d * (1.0 - u) / F
         dz[0] = -d / (F * T)
@@ -43,12 +44,12 @@ cdef inline void _height(double u, double h, double T, double land_depth, double
     b = 7.0 * g - 15.0
     c = 6.0 - 3.0 * g
     x = u / ua
-    w = x * (1.0 - x)
+    y = 1.0 - x
     A = h - 0.5 * d
-    z[0] = A * 64.0 * pow(w, 3.0) + d * pow(x, 3.0) * (a + x * (b + x * c))
-    dz[0] = (A * 192.0 * w * w * (1.0 - 2.0 * x)
+    z[0] = A * bump * x * x * pow(y, 3.0) + d * pow(x, 3.0) * (a + x * (b + x * c))
+    dz[0] = (A * bump * x * y * y * (2.0 - 5.0 * x)
              + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c))) / (ua * T)
-    ddz[0] = (A * 384.0 * w * (1.0 - 5.0 * w)
+    ddz[0] = (A * bump * y * (2.0 + x * (-16.0 + x * 20.0))
               + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c))) / pow(ua * T, 2.0)
 
 
@@ -62,7 +63,7 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
     cdef Py_ssize_t i, k, nf = u_all.shape[0]
     cdef double T = (1.0 - duty) * period            # TrotGait.swing_time
     cdef double half_stance = 0.5 * (duty * period)  # 0.5 * TrotGait.stance_time
-    cdef double u, left, s, ds, dds, d, ua, x
+    cdef double u, left, s, ds, dds, d
     cdef double target[3]
     for i in range(nf):
         u = u_all[i]
@@ -75,18 +76,10 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
                          + (base_rotation[k, 0] * offset[i, 0] + base_rotation[k, 1] * offset[i, 1]
                             + base_rotation[k, 2] * offset[i, 2])) + vel[k] * half_stance
         target[2] = ground_z
-        # gait.swing_plane: a minimum-jerk quintic over [0, u_a], then still above the
-        # touchdown point through the slow final descent
-        if u >= 1.0 - land_fraction:
-            s = 1.0
-            ds = 0.0
-            dds = 0.0
-        else:
-            ua = 1.0 - land_fraction
-            x = u / ua
-            s = x * x * x * (10.0 + x * (-15.0 + x * 6.0))
-            ds = 30.0 * x * x * (1.0 - x) * (1.0 - x) / (ua * T)
-            dds = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) / ((ua * T) * (ua * T))
+        # gait.swing_plane: the minimum-jerk quintic (a soft touchdown in the plane too)
+        s = u * u * u * (10.0 + u * (-15.0 + u * 6.0))
+        ds = 30.0 * u * u * (1.0 - u) * (1.0 - u) / T
+        dds = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (T * T)
         for k in range(3):
             d = target[k] - liftoff[i, k]
             swing_position[i, k] = liftoff[i, k] + s * d

@@ -7,10 +7,9 @@ desired velocity ("stance from the desired base velocity"); a swing foot
 follows a spline from where it lifted off to a touchdown point placed ahead
 of its hip by half the stance travel (so the stance sweeps symmetrically
 under the hip), replanned every tick as the base moves.  Swing: a cubic
-(smoothstep) in the ground plane with zero velocity at lift-off and
-touchdown; in height :func:`swing_height`, an arc with zero velocity and
-acceleration at lift-off that ends in a slow final descent (a soft touchdown
-even when the foot lands a few ms early).
+(:func:`swing_plane`, minimum jerk) in the ground plane, and in height
+:func:`swing_height`, an arc that ends in a slow final descent: a soft
+touchdown even when the foot lands a few ms early.
 """
 
 from __future__ import annotations
@@ -26,6 +25,8 @@ __all__ = ["LAND_DEPTH", "LAND_FRACTION", "TrotGait", "swing_height", "touchdown
 #: seed 003's 75 ms swing: 0.067 m/s), see :func:`swing_height`
 LAND_DEPTH = 0.001
 LAND_FRACTION = 0.2
+#: the arc's x^2 (1 - x)^3 scaled to an apex of 1 (at x = 0.4)
+_BUMP = 3125.0 / 108.0
 
 _TOUCHDOWN = {"lf": 0.25, "rf": 0.75, "lh": 0.75, "rh": 0.25}
 
@@ -43,15 +44,20 @@ def swing_height(u: float, h: float, T: float):
     """Swing foot height above the ground [m], its rate [m/s] and acceleration [m/s^2] at
     swing progress ``u`` in [0, 1], step height ``h`` [m], swing time ``T`` [s].
 
-    An arc (``(h - d/2) 64 w^3`` plus a quintic blend, ``w = x (1 - x)``, ``x = u / u_a``)
-    lifts the foot with zero velocity and acceleration and brings it to ``d`` (LAND_DEPTH,
-    at most h / 2) at ``u_a = 1 - LAND_FRACTION`` moving at the landing speed ``d / (F T)``;
-    from there it comes down at that speed, with zero acceleration, to the ground at
-    ``u = 1``.  Why: the foot runs ~0.3 mm ahead of its reference on the way down and a
-    contact closes a tick before the gap does, so feet land 5-7 ms early; any profile ending
-    in (1 - u)^2 or (1 - u)^3 still moves at 0.25-0.3 m/s there (measured: 0.30 m/s with
-    the former 16 h u^2 (1 - u)^2, 0.28 with 64 h w^3), while this one lands at the slow
-    descent's 0.05-0.07 m/s (issue 11: at mu = inf a landing foot stops within a tick).
+    An arc (``(h - d/2) B x^2 (1 - x)^3`` with ``B`` = 3125/108 for a unit apex, plus a
+    quintic blend; ``x = u / u_a``) lifts the foot with zero velocity and brings it to ``d``
+    (LAND_DEPTH, at most h / 2) at ``u_a = 1 - LAND_FRACTION``, moving at the landing speed
+    ``d / (F T)`` with zero acceleration; from there it comes down at that speed to the
+    ground at ``u = 1``, with zero acceleration.  Apex ~h at u ~ 0.33.
+
+    Why the slow descent: the foot runs ~0.3 mm ahead of its reference on the way down and
+    a rigid contact closes a tick before the gap does, so feet land 2-7 ms early; a profile
+    that ends with zero velocity and acceleration but in (1 - u)^3 (``64 h u^3 (1 - u)^3``)
+    still landed at 0.28 m/s, the former ``16 h u^2 (1 - u)^2`` at 0.30 m/s; this one at
+    its descent's 0.06 m/s (issue 11: at mu = inf a landing foot stops within a tick).
+    Why the lift-off keeps an upward acceleration (``2 B (h - d/2) / (u_a T)^2``, as the
+    former profile had): with zero acceleration there (the u^3 arc) the daemon's trot
+    through the virtual bus dragged its lifting feet and fell (tests/hil/test_daemon_wbc.py).
     """
     d = min(LAND_DEPTH, 0.5 * h)
     F = LAND_FRACTION
@@ -63,11 +69,11 @@ def swing_height(u: float, h: float, T: float):
     g = -ua / F
     a, b, c = 10.0 - 4.0 * g, 7.0 * g - 15.0, 6.0 - 3.0 * g
     x = u / ua
-    w = x * (1.0 - x)
+    y = 1.0 - x
     A = h - 0.5 * d
-    z = A * 64.0 * w ** 3 + d * x ** 3 * (a + x * (b + x * c))
-    dz = A * 192.0 * w * w * (1.0 - 2.0 * x) + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c))
-    ddz = A * 384.0 * w * (1.0 - 5.0 * w) + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c))
+    z = A * _BUMP * x * x * y ** 3 + d * x ** 3 * (a + x * (b + x * c))
+    dz = A * _BUMP * x * y * y * (2.0 - 5.0 * x) + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c))
+    ddz = A * _BUMP * y * (2.0 + x * (-16.0 + x * 20.0)) + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c))
     return z, dz / (ua * T), ddz / (ua * T) ** 2
 
 
@@ -75,18 +81,15 @@ def swing_plane(u: float, T: float):
     """Fraction of the way from lift-off to touchdown point covered in the ground plane at
     swing progress ``u``, its rate [1/s] and second derivative [1/s^2], swing time ``T`` [s].
 
-    A minimum-jerk quintic over ``[0, u_a]`` (``u_a = 1 - LAND_FRACTION``), then still: the
-    foot arrives above its touchdown point before the slow final descent, so it lands with
-    no horizontal speed of its own (the smoothstep over the whole swing still moved it at
-    0.26 m/s when it landed 6 ms early, and at mu = inf the ground stops that within a tick).
+    The minimum-jerk quintic ``10 u^3 - 15 u^4 + 6 u^5``: zero velocity and acceleration at
+    touchdown, so a foot that lands a few ms early has almost no horizontal speed of its
+    own (seed 003, rigid mu = inf, lcp_mu: 0.02 m/s; the former smoothstep ``3 u^2 - 2 u^3``,
+    whose acceleration stays 6 / T^2 to the end, 0.26 m/s, and at mu = inf the ground
+    stops that within a tick).
     """
-    ua = 1.0 - LAND_FRACTION
-    if u >= ua:
-        return 1.0, 0.0, 0.0
-    x = u / ua
-    s = x * x * x * (10.0 + x * (-15.0 + x * 6.0))
-    ds = 30.0 * x * x * (1.0 - x) * (1.0 - x) / (ua * T)
-    dds = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) / ((ua * T) * (ua * T))
+    s = u * u * u * (10.0 + u * (-15.0 + u * 6.0))
+    ds = 30.0 * u * u * (1.0 - u) * (1.0 - u) / T
+    dds = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (T * T)
     return s, ds, dds
 
 

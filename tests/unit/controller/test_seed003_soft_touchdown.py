@@ -1,6 +1,6 @@
 """Issue 11: soft touchdowns in the trot's swing profile, and the lagged IDs' force lag.
 
-The swing's height ends in a slow final descent and its in-plane motion ends before it,
+The swing's height ends in a slow final descent and its in-plane motion is minimum jerk,
 so a foot that lands a few ms early (it runs ~0.3 mm ahead of its reference on the way
 down) meets the ground at a few cm/s instead of 0.3 m/s; checked on the closed-loop trot
 over seconds of simulated time at a true mu = inf on rigid ground."""
@@ -25,7 +25,8 @@ def test_swing_height_starts_still_is_smooth_and_lands_at_the_slow_descent_speed
     h = 0.015
     us = np.linspace(0.0, 1.0, 20001)
     z, dz, ddz = np.array([swing_height(u, h, T) for u in us]).T
-    assert z[0] == 0.0 and dz[0] == 0.0 and ddz[0] == 0.0          # lift-off: still
+    # lift-off: from rest, with an upward acceleration (a decisive lift, no dragging foot)
+    assert z[0] == 0.0 and dz[0] == 0.0 and ddz[0] > 20.0
     assert z[-1] == 0.0 and ddz[-1] == 0.0                          # touchdown: on the ground
     v_land = LAND_DEPTH / (LAND_FRACTION * T)
     assert math.isclose(dz[-1], -v_land) and v_land < 0.1           # m/s, the slow descent
@@ -42,12 +43,13 @@ def test_swing_height_starts_still_is_smooth_and_lands_at_the_slow_descent_speed
     assert swing_height(0.5, 0.0, T) == (0.0, 0.0, 0.0)
 
 
-def test_swing_plane_reaches_the_touchdown_point_before_the_final_descent():
-    s = [swing_plane(u, T) for u in np.linspace(0.0, 1.0, 101)]
-    assert s[0] == (0.0, 0.0, 0.0)
-    assert all(p == (1.0, 0.0, 0.0) for u, p in zip(np.linspace(0, 1, 101), s, strict=True)
-               if u >= 1.0 - LAND_FRACTION)
-    assert all(b[0] >= a[0] for a, b in zip(s[:-1], s[1:], strict=True))             # monotone
+def test_swing_plane_arrives_with_zero_velocity_and_acceleration():
+    s = np.array([swing_plane(u, T) for u in np.linspace(0.0, 1.0, 1001)])
+    assert tuple(s[0]) == (0.0, 0.0, 0.0) and tuple(s[-1]) == (1.0, 0.0, 0.0)
+    assert np.all(np.diff(s[:, 0]) >= 0.0)                          # monotone
+    # 3 % of the swing (2 ms) before touchdown: 2.5 % of the stride per swing time (the
+    # smoothstep: 17.5 %)
+    assert s[970, 1] * T < 0.03
 
 
 def _touchdowns(trace, dt=1e-3):
@@ -72,7 +74,7 @@ def test_feet_land_softly_in_the_closed_loop_trot_at_infinite_friction():
     vz, vxy = np.median(td[:, 0]), np.median(td[:, 1])
     # before (16 h u^2 (1 - u)^2 and an in-plane smoothstep): 0.30 and 0.26 m/s
     assert vz < 0.1 and vxy < 0.1
-    assert out["force_err_pct"] < 2.0          # was 2.0 % over these 2 s
+    assert out["force_err_pct"] < 1.8          # was 2.04 % over these 2 s
 
 
 def test_id_lag1_feeds_back_the_previous_steps_contact_forces():
