@@ -26,13 +26,14 @@ cdef inline double _mod1(double a) noexcept nogil:
 
 
 cdef inline void _height(double u, double h, double T, double land_depth, double land_fraction,
+                         double lift_mix,
                          double* z, double* dz, double* ddz) noexcept nogil:
     # gait.swing_height, operation for operation: an arc (zero velocity, upward acceleration
     # at lift-off) into a slow final descent (land_depth over the last land_fraction of the swing)
     cdef double d = land_depth if land_depth < 0.5 * h else 0.5 * h
     cdef double F = land_fraction
     cdef double ua = 1.0 - F
-    cdef double g, a, b, c, x, y, A
+    cdef double g, a, b, c, x, y, A, p2, p3, xy
     cdef double bump = 3125.0 / 108.0   # gait._BUMP
     if u >= ua:
         z[0] = d * (1.0 - u) / F
@@ -46,15 +47,18 @@ cdef inline void _height(double u, double h, double T, double land_depth, double
     x = u / ua
     y = 1.0 - x
     A = h - 0.5 * d
-    z[0] = A * bump * x * x * pow(y, 3.0) + d * pow(x, 3.0) * (a + x * (b + x * c))
-    dz[0] = (A * bump * x * y * y * (2.0 - 5.0 * x)
-             + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c))) / (ua * T)
-    ddz[0] = (A * bump * y * (2.0 + x * (-16.0 + x * 20.0))
-              + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c))) / pow(ua * T, 2.0)
+    p2 = A * lift_mix * bump
+    p3 = A * (1.0 - lift_mix) * 64.0
+    xy = x * y
+    z[0] = p2 * x * xy * y * y + p3 * pow(xy, 3.0) + d * pow(x, 3.0) * (a + x * (b + x * c))
+    dz[0] = ((p2 * xy * y * (2.0 - 5.0 * x) + p3 * 3.0 * xy * xy * (1.0 - 2.0 * x)
+              + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c)))) / (ua * T)
+    ddz[0] = ((p2 * y * (2.0 + x * (-16.0 + x * 20.0)) + p3 * 6.0 * xy * (1.0 - 5.0 * xy)
+               + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c)))) / pow(ua * T, 2.0)
 
 
 cdef void _swing(const double[::1] u_all, double period, double duty, double step_height,
-                 double ground_z, double land_depth, double land_fraction,
+                 double ground_z, double land_depth, double land_fraction, double lift_mix,
                  const double[::1] base_position, const double[::1] vel,
                  const double[:, :] base_rotation, const double[:, ::1] offset,
                  const double[:, ::1] liftoff, unsigned char[::1] stance,
@@ -85,7 +89,7 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
             swing_position[i, k] = liftoff[i, k] + s * d
             swing_velocity[i, k] = ds * d
             swing_acceleration[i, k] = dds * d
-        _height(u, step_height, T, land_depth, land_fraction, &swing_position[i, 2],
+        _height(u, step_height, T, land_depth, land_fraction, lift_mix, &swing_position[i, 2],
                 &swing_velocity[i, 2], &swing_acceleration[i, 2])
         swing_position[i, 2] += ground_z
 
@@ -110,7 +114,7 @@ cdef class TrotKernel:
     cdef const double[:, :] rot
     cdef unsigned char[::1] stance
     cdef double[:, ::1] sp, sv, sa
-    cdef double land_depth, land_fraction
+    cdef double land_depth, land_fraction, lift_mix
 
     def __init__(self, touchdown, offset, liftoff, prev_stance, targets):
         from servoloop.controller.wholebody import gait
@@ -118,6 +122,7 @@ cdef class TrotKernel:
         self.touchdown = np.ascontiguousarray(touchdown, dtype=float)
         self.land_depth = gait.LAND_DEPTH
         self.land_fraction = gait.LAND_FRACTION
+        self.lift_mix = gait.LIFT_MIX
         nf = self.touchdown.shape[0]
         self.u = np.zeros(nf)
         self.u_v = self.u
@@ -181,5 +186,5 @@ cdef class TrotKernel:
             self._bind(tg)
         with nogil:
             _swing(self.u_v, period, duty, step_height, ground_z, self.land_depth,
-                   self.land_fraction, self.bp, self.vel_v, self.rot,
+                   self.land_fraction, self.lift_mix, self.bp, self.vel_v, self.rot,
                    self.offset, self.liftoff, self.stance, self.prev, self.sp, self.sv, self.sa)

@@ -25,6 +25,8 @@ __all__ = ["LAND_DEPTH", "LAND_FRACTION", "TrotGait", "swing_height", "touchdown
 #: seed 003's 75 ms swing: 0.067 m/s), see :func:`swing_height`
 LAND_DEPTH = 0.001
 LAND_FRACTION = 0.2
+#: the share of the lift-off-accelerating arc in the swing's rise (see :func:`swing_height`)
+LIFT_MIX = 0.4
 #: the arc's x^2 (1 - x)^3 scaled to an apex of 1 (at x = 0.4)
 _BUMP = 3125.0 / 108.0
 
@@ -44,20 +46,21 @@ def swing_height(u: float, h: float, T: float):
     """Swing foot height above the ground [m], its rate [m/s] and acceleration [m/s^2] at
     swing progress ``u`` in [0, 1], step height ``h`` [m], swing time ``T`` [s].
 
-    An arc (``(h - d/2) B x^2 (1 - x)^3`` with ``B`` = 3125/108 for a unit apex, plus a
-    quintic blend; ``x = u / u_a``) lifts the foot with zero velocity and brings it to ``d``
-    (LAND_DEPTH, at most h / 2) at ``u_a = 1 - LAND_FRACTION``, moving at the landing speed
-    ``d / (F T)`` with zero acceleration; from there it comes down at that speed to the
-    ground at ``u = 1``, with zero acceleration.  Apex ~h at u ~ 0.33.
+    An arc (``(h - d/2)`` times LIFT_MIX of ``B x^2 (1 - x)^3`` and the rest of
+    ``64 x^3 (1 - x)^3``, both of unit apex, ``B`` = 3125/108, plus a quintic blend;
+    ``x = u / u_a``) lifts the foot from rest and brings it to ``d`` (LAND_DEPTH, at most
+    h / 2) at ``u_a = 1 - LAND_FRACTION``, moving at the landing speed ``d / (F T)`` with
+    zero acceleration; from there it comes down at that speed to the ground at ``u = 1``,
+    with zero acceleration.  Apex ~h at u ~ 0.38.
 
     Why the slow descent: the foot runs ~0.3 mm ahead of its reference on the way down and
     a rigid contact closes a tick before the gap does, so feet land 2-7 ms early; a profile
     that ends with zero velocity and acceleration but in (1 - u)^3 (``64 h u^3 (1 - u)^3``)
     still landed at 0.28 m/s, the former ``16 h u^2 (1 - u)^2`` at 0.30 m/s; this one at
     its descent's 0.06 m/s (issue 11: at mu = inf a landing foot stops within a tick).
-    Why the lift-off keeps an upward acceleration (``2 B (h - d/2) / (u_a T)^2``, as the
-    former profile had): with zero acceleration there (the u^3 arc) the daemon's trot
-    through the virtual bus dragged its lifting feet and fell (tests/hil/test_daemon_wbc.py).
+    Why the lift-off keeps an upward acceleration (93 m/s^2 at seed 003's gait; the former
+    profile's 85): with none (the u^3 arc alone) the daemon's trot through the virtual bus
+    dragged its lifting feet and fell (tests/hil/test_daemon_wbc.py).
     """
     d = min(LAND_DEPTH, 0.5 * h)
     F = LAND_FRACTION
@@ -71,9 +74,15 @@ def swing_height(u: float, h: float, T: float):
     x = u / ua
     y = 1.0 - x
     A = h - 0.5 * d
-    z = A * _BUMP * x * x * y ** 3 + d * x ** 3 * (a + x * (b + x * c))
-    dz = A * _BUMP * x * y * y * (2.0 - 5.0 * x) + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c))
-    ddz = A * _BUMP * y * (2.0 + x * (-16.0 + x * 20.0)) + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c))
+    # the arc: LIFT_MIX of x^2 (1 - x)^3 (upward acceleration at lift-off) and the rest
+    # x^3 (1 - x)^3 (none), each scaled to a unit apex
+    p2, p3 = A * LIFT_MIX * _BUMP, A * (1.0 - LIFT_MIX) * 64.0
+    xy = x * y
+    z = p2 * x * xy * y * y + p3 * xy ** 3 + d * x ** 3 * (a + x * (b + x * c))
+    dz = (p2 * xy * y * (2.0 - 5.0 * x) + p3 * 3.0 * xy * xy * (1.0 - 2.0 * x)
+          + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c)))
+    ddz = (p2 * y * (2.0 + x * (-16.0 + x * 20.0)) + p3 * 6.0 * xy * (1.0 - 5.0 * xy)
+           + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c)))
     return z, dz / (ua * T), ddz / (ua * T) ** 2
 
 
