@@ -87,3 +87,15 @@ def test_id_lag1_feeds_back_the_previous_steps_contact_forces():
         # the ID's contact forces on tick k are the simulator's of step k - lag
         assert np.allclose(pred[lag:], actual[:-lag], atol=1e-9)
         assert not np.allclose(pred[lag + 1:], actual[:-lag - 1], atol=1e-3)
+
+
+def test_feet_land_softly_on_compliant_ground_too():
+    # the planner's touchdown at the surface (SURFACE_TOUCHDOWN), not at the standing feet's
+    # height 1 mm down in the springs: before, feet met the surface 16 ms early, where the
+    # slow descent begins, at 0.14 m/s down and 0.95 m/s sideways
+    trace = []
+    out = run_case(Case("compliant", 0.1, "lcp_mu"), 2.0, trace=trace)
+    assert out["fell"] == 0.0 and out["distance_m"] > 0.25
+    td = _touchdowns(trace)
+    assert len(td) >= 15
+    assert np.median(td[:, 0]) < 0.1 and np.median(td[:, 1]) < 0.1
