@@ -96,6 +96,9 @@ EARLY_TOUCHDOWN = True
 #: mu = inf "both" gave 2.2 % force error (none: 12.3 %) and "liftoff" 9.3 %, but both made
 #: lcp_mu fall within 10 s; at mu 0.1 "liftoff" gave 1.3 % (none: 1.5 %)
 SENSED_CONTACTS = "none"
+#: plan swing touchdowns at the terrain's surface (z = 0, known from the simulator as the
+#: true state is) instead of the standing feet's height, which compliant ground sinks 1 mm
+SURFACE_TOUCHDOWN = True
 #: the plant's joints (see _sim_config)
 ACTUATORS = ("ideal", "xm430")
 #: joint error feedback of every ID controller, 1/s^2 and 1/s (critically damped)
@@ -260,6 +263,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     for _ in range(int(0.2 / dt)):
         plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
     planner = TrotPlanner(robot, plant.q.copy(), q_stand, stand_time=0.3)
+    if SURFACE_TOUCHDOWN:
+        planner.ground_z = 0.0
     planner.speed_goal = speed
     ref = _Reference(robot, plant.q.copy())
     ref_sw = _Reference(robot, plant.q.copy())      # swing legs from the measured base
@@ -378,7 +383,9 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
             core_cy.forward_kinematics(model, data, q)
             gen = M @ qdd + h
-            f_lag = f_hist[-1 - lag]
+            # ID(t_{i-lag}): f_hist[-1] is the previous step's force (the last one the
+            # simulator reported); it read f_hist[-1 - lag], one tick older than named
+            f_lag = f_hist[-lag]
             for i in range(len(pts)):
                 if f_lag[i].any():
                     J = robot.point_jacobian(q, int(pts.body[i]), pts.position[i], pts.radius[i])

@@ -25,8 +25,41 @@ cdef inline double _mod1(double a) noexcept nogil:
     return m
 
 
+cdef inline void _height(double u, double h, double T, double land_depth, double land_fraction,
+                         double lift_mix,
+                         double* z, double* dz, double* ddz) noexcept nogil:
+    # gait.swing_height, operation for operation: an arc (zero velocity, upward acceleration
+    # at lift-off) into a slow final descent (land_depth over the last land_fraction of the swing)
+    cdef double d = land_depth if land_depth < 0.5 * h else 0.5 * h
+    cdef double F = land_fraction
+    cdef double ua = 1.0 - F
+    cdef double g, a, b, c, x, y, A, p2, p3, xy
+    cdef double bump = 3125.0 / 108.0   # gait._BUMP
+    if u >= ua:
+        z[0] = d * (1.0 - u) / F
+        dz[0] = -d / (F * T)
+        ddz[0] = 0.0
+        return
+    g = -ua / F
+    a = 10.0 - 4.0 * g
+    b = 7.0 * g - 15.0
+    c = 6.0 - 3.0 * g
+    x = u / ua
+    y = 1.0 - x
+    A = h - 0.5 * d
+    p2 = A * lift_mix * bump
+    p3 = A * (1.0 - lift_mix) * 64.0
+    xy = x * y
+    z[0] = p2 * x * xy * y * y + p3 * pow(xy, 3.0) + d * pow(x, 3.0) * (a + x * (b + x * c))
+    dz[0] = ((p2 * xy * y * (2.0 - 5.0 * x) + p3 * 3.0 * xy * xy * (1.0 - 2.0 * x)
+              + d * x * x * (3.0 * a + x * (4.0 * b + x * 5.0 * c)))) / (ua * T)
+    ddz[0] = ((p2 * y * (2.0 + x * (-16.0 + x * 20.0)) + p3 * 6.0 * xy * (1.0 - 5.0 * xy)
+               + d * x * (6.0 * a + x * (12.0 * b + x * 20.0 * c)))) / pow(ua * T, 2.0)
+
+
 cdef void _swing(const double[::1] u_all, double period, double duty, double step_height,
-                 double ground_z, const double[::1] base_position, const double[::1] vel,
+                 double ground_z, double land_depth, double land_fraction, double lift_mix,
+                 const double[::1] base_position, const double[::1] vel,
                  const double[:, :] base_rotation, const double[:, ::1] offset,
                  const double[:, ::1] liftoff, unsigned char[::1] stance,
                  unsigned char[::1] prev_stance, double[:, ::1] swing_position,
@@ -34,7 +67,7 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
     cdef Py_ssize_t i, k, nf = u_all.shape[0]
     cdef double T = (1.0 - duty) * period            # TrotGait.swing_time
     cdef double half_stance = 0.5 * (duty * period)  # 0.5 * TrotGait.stance_time
-    cdef double u, left, s, ds, dds, d, h16
+    cdef double u, left, s, ds, dds, d
     cdef double target[3]
     for i in range(nf):
         u = u_all[i]
@@ -47,19 +80,18 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
                          + (base_rotation[k, 0] * offset[i, 0] + base_rotation[k, 1] * offset[i, 1]
                             + base_rotation[k, 2] * offset[i, 2])) + vel[k] * half_stance
         target[2] = ground_z
-        # TrotGait.swing_reference: smoothstep in the plane, 16 h u^2 (1 - u)^2 in height
-        s = u * u * (3.0 - 2.0 * u)
-        ds = 6.0 * u * (1.0 - u) / T
-        dds = (6.0 - 12.0 * u) / (T * T)
+        # gait.swing_plane: the minimum-jerk quintic (a soft touchdown in the plane too)
+        s = u * u * u * (10.0 + u * (-15.0 + u * 6.0))
+        ds = 30.0 * u * u * (1.0 - u) * (1.0 - u) / T
+        dds = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (T * T)
         for k in range(3):
             d = target[k] - liftoff[i, k]
             swing_position[i, k] = liftoff[i, k] + s * d
             swing_velocity[i, k] = ds * d
             swing_acceleration[i, k] = dds * d
-        h16 = step_height * 16.0
-        swing_position[i, 2] = ground_z + h16 * u * u * pow(1.0 - u, 2.0)
-        swing_velocity[i, 2] = h16 * (2.0 * u - 6.0 * u * u + 4.0 * pow(u, 3.0)) / T
-        swing_acceleration[i, 2] = h16 * (2.0 - 12.0 * u + 12.0 * u * u) / (T * T)
+        _height(u, step_height, T, land_depth, land_fraction, lift_mix, &swing_position[i, 2],
+                &swing_velocity[i, 2], &swing_acceleration[i, 2])
+        swing_position[i, 2] += ground_z
 
 
 cdef class TrotKernel:
@@ -82,9 +114,15 @@ cdef class TrotKernel:
     cdef const double[:, :] rot
     cdef unsigned char[::1] stance
     cdef double[:, ::1] sp, sv, sa
+    cdef double land_depth, land_fraction, lift_mix
 
     def __init__(self, touchdown, offset, liftoff, prev_stance, targets):
+        from servoloop.controller.wholebody import gait
+
         self.touchdown = np.ascontiguousarray(touchdown, dtype=float)
+        self.land_depth = gait.LAND_DEPTH
+        self.land_fraction = gait.LAND_FRACTION
+        self.lift_mix = gait.LIFT_MIX
         nf = self.touchdown.shape[0]
         self.u = np.zeros(nf)
         self.u_v = self.u
@@ -147,5 +185,6 @@ cdef class TrotKernel:
                 or tg.swing_acceleration is not b[5]):
             self._bind(tg)
         with nogil:
-            _swing(self.u_v, period, duty, step_height, ground_z, self.bp, self.vel_v, self.rot,
+            _swing(self.u_v, period, duty, step_height, ground_z, self.land_depth,
+                   self.land_fraction, self.lift_mix, self.bp, self.vel_v, self.rot,
                    self.offset, self.liftoff, self.stance, self.prev, self.sp, self.sv, self.sa)
