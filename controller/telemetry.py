@@ -37,6 +37,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: compressed telemetry: bytes zlib takes in one go (~0.5 ms of CPU), and the sleep between two
+#: pieces. Measured (quadruped, wbc, 1 kHz, 20 s, SCHED_FIFO): one 7-15 ms compression burst per
+#: flush cost 130-280 missed ticks (the virtual bus's replies stalled), none at all 16, pieces of
+#: 16 kB with 1 ms between 22 (BENCHMARKS.md, "Telemetry and the 1 kHz loop").
+_PIECE_BYTES = 16384
+_PAUSE_S = 1e-3
+
+
+def _pause() -> None:
+    time.sleep(_PAUSE_S)
+
 #: per-tick scalars; ``late_us`` = wake-up time - deadline, ``cost_us`` = work time (bus waits
 #: included), ``bus_us`` = its part spent waiting on the bus; ``missed_<cause>``: missed ticks so
 #: far per cause (controller.loop_stats), adding up to ``missed`` (files written before they
@@ -221,6 +232,10 @@ class TelemetryWriter:
         self.header.update({"version": 2 if self.compress else 1, "columns": ring.columns,
                             "units": UNITS, "created_unix": time.time()})
         self.events: collections.deque = collections.deque()
+        # compression in short pieces with a sleep between (see encode_zrows): the periodic
+        # flushes paced, the final one (close) at once
+        self.piece_bytes = _PIECE_BYTES
+        self._pause = _pause
         self.written = 0
         self.lost_rows = 0
         self.bytes_written = 0
@@ -282,6 +297,7 @@ class TelemetryWriter:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10.0)
+        self._pause = None
         if self._fd is not None:
             try:
                 self.flush()
@@ -342,7 +358,8 @@ class TelemetryWriter:
             if self.max_bytes is not None and self.part_bytes >= self.max_bytes:
                 self._rotate()  # before rows, not after: the last part is never empty
             if self.compress:
-                self._write(encode_zrows(self.written, ring.buf[i0:i0 + count]))
+                self._write(encode_zrows(self.written, ring.buf[i0:i0 + count],
+                                         piece_bytes=self.piece_bytes, pause=self._pause))
             else:
                 self._writev(rows_chunk_parts(self.written, ring.buf[i0:i0 + count]))
             self.written += count

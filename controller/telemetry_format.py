@@ -102,17 +102,41 @@ def rows_chunk_parts(first_row: int, rows: np.ndarray) -> list:
     return [_HDR.pack(SYNC, b"ROWS", len(sub) + len(body), crc), sub, body]
 
 
-def encode_zrows(first_row: int, rows: np.ndarray, level: int = 6) -> bytes:
+def encode_zrows(first_row: int, rows: np.ndarray, level: int = 6, piece_bytes: int = 0,
+                 pause=None) -> bytes:
     """A ZROW chunk: ``rows`` (nrows, ncols) float64 compressed (codec 1, see the module docstring).
 
     Runs on the telemetry thread: zlib releases the GIL while it compresses,
     so the loop thread is not held up by it.
+
+    Parameters
+    ----------
+    piece_bytes : int
+        > 0: compress the byte planes ``piece_bytes`` at a time and call
+        ``pause()`` between two pieces (one stream, the same chunk).  A
+        quarter second of a 12-servo robot is ~250 kB and 7-15 ms of zlib;
+        one such burst on the other core stalled the loop's bus replies
+        (a virtual machine's vCPUs are not independent), short pieces with
+        a sleep between do not (``TelemetryWriter``).
+    pause : callable or None
+        Called between pieces (e.g. ``time.sleep(0.001)``).
     """
     rows = np.asarray(rows, dtype="<f8")
     nrows, ncols = rows.shape
     # column-major, then byte planes: (ncols*nrows, 8) -> (8, ncols*nrows)
-    planes = np.ascontiguousarray(rows.T).view(np.uint8).reshape(-1, 8).T
-    packed = zlib.compress(np.ascontiguousarray(planes), level)
+    planes = np.ascontiguousarray(np.ascontiguousarray(rows.T).view(np.uint8).reshape(-1, 8).T)
+    if piece_bytes <= 0 or planes.nbytes <= piece_bytes:
+        packed = zlib.compress(planes, level)
+    else:
+        flat = memoryview(planes).cast("B")
+        z = zlib.compressobj(level)
+        parts = []
+        for i in range(0, len(flat), piece_bytes):
+            if i and pause is not None:
+                pause()
+            parts.append(z.compress(flat[i:i + piece_bytes]))
+        parts.append(z.flush())
+        packed = b"".join(parts)
     return encode_chunk(b"ZROW", _ZROWS.pack(first_row, nrows, ncols, ZLIB_PLANES) + packed)
 
 

@@ -288,3 +288,49 @@ def test_crafted_zrow_chunks_are_reported_not_trusted(tmp_path):
     tel = read_telemetry(p)
     assert tel.data.shape == (0, 2)
     assert len(tel.problems) == len(bad) and all("ZROW" in m for m in tel.problems)
+
+
+def test_paced_compression_is_one_chunk_read_back_bit_exact(tmp_path):
+    """Compressed in pieces with a pause between (the writer thread's flushes): the same rows,
+    one ZROW chunk, the pause called between every two pieces and never after the last."""
+    from servoloop.controller.telemetry_format import encode_zrows
+
+    rows = _noisy_rows(250, 25)                  # 50 000 bytes of planes
+    pauses = []
+    z = encode_zrows(3, rows, piece_bytes=4096, pause=lambda: pauses.append(1))
+    assert len(pauses) == -(-rows.nbytes // 4096) - 1
+    p = tmp_path / "p.sltl"
+    head = encode_json(b"HEAD", {"columns": [f"c{i}" for i in range(25)]})
+    p.write_bytes(MAGIC + head + z)
+    tel = read_telemetry(p)
+    assert not tel.problems and tel.gaps == 0 and tel.data.shape == rows.shape
+    np.testing.assert_array_equal(tel.data, rows)
+    assert len(z) < 1.05 * len(encode_zrows(3, rows))     # one stream: no worse than one piece
+
+
+def test_writer_paces_its_periodic_flushes_not_the_last_one(tmp_path, monkeypatch):
+    """The background flush sleeps between compression pieces (a long zlib burst on the other
+    core stalled the loop's bus replies); close() writes what is left at once."""
+    import time
+
+    from servoloop.controller import telemetry
+
+    calls = []
+    monkeypatch.setattr(telemetry, "_pause", lambda: calls.append(1))
+    monkeypatch.setattr(telemetry, "_PIECE_BYTES", 512)
+    ring = TelemetryRing(JOINTS, 1024)
+    w = TelemetryWriter(tmp_path / "q.sltl", ring, {"joint_names": JOINTS}, flush_s=0.01)
+    w.start()
+    fill(ring, 0, 400)
+    deadline = time.monotonic() + 5.0
+    while w.written < 400 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert w.written == 400 and len(calls) > 0
+    n = len(calls)
+    w._stop.set()                    # the thread stops before these rows come:
+    w._thread.join(timeout=5.0)
+    fill(ring, 400, 800)
+    w.close()                        # close() flushes them, unpaced
+    assert len(calls) == n
+    tel = read_telemetry(tmp_path / "q.sltl")
+    np.testing.assert_array_equal(tel.column("tick"), np.arange(800))
