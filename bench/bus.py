@@ -21,8 +21,8 @@ Python scale on the SDK side (what a user of GroupSyncRead writes).
   contact simulator behind the bus and the host paced at 1 kHz (each request
   finds a millisecond of physics owed, as the daemon's do), plus the goal
   sync write.  Ours: the virtual bus's compiled reply path (answers from the
-  latest state without the GIL, physics beside; the default); anchors: the
-  Python reader with the physics beside (``--physics beside --no-fast-path``)
+  latest state without the GIL, physics beside; ``--fast-path``); anchors: the
+  Python reader with the physics beside (``--physics beside``, the default)
   and the same process integrating up to now before each answer
   (``--physics inline``), the three alternating in ``--block`` s blocks.
 - ``read_us`` (``--reply-latency --imu``): the tick's whole read, servos and the
@@ -234,8 +234,8 @@ class _Paced:
 
 
 #: --reply-latency sides: (anchor name, virtual-bus options); the first is ours
-_REPLY_SIDES = (("compiled reply path", ["--physics", "beside"]),
-                ("physics beside, Python reader", ["--physics", "beside", "--no-fast-path"]),
+_REPLY_SIDES = (("compiled reply path", ["--physics", "beside", "--fast-path"]),
+                ("physics beside, Python reader", ["--physics", "beside"]),
                 ("physics inline", ["--physics", "inline"]))
 
 

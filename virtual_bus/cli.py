@@ -64,9 +64,9 @@ def add_arguments(p) -> None:
     p.add_argument("--physics", choices=("beside", "inline"), default="beside",
                    help="beside (default): answer at once from the latest state, physics stepped "
                         "between requests; inline: integrate up to now before each answer")
-    p.add_argument("--no-fast-path", action="store_true",
-                   help="answer every packet from Python (the compiled reply path, on by default with "
-                        "physics beside and no wire timing, off; for comparison)")
+    p.add_argument("--fast-path", action="store_true",
+                   help="answer the every-tick reads and goal sync writes from the compiled reply "
+                        "path (physics beside, no wire timing); off by default, see docs/own-robot.md")
     p.add_argument("--realtime", action="store_true",
                    help="run under SCHED_FIFO (priority 10) when permitted, so replies are not late "
                         "behind other processes; a warning and normal scheduling otherwise")
@@ -177,7 +177,7 @@ def run(args) -> int:
     if args.realtime:
         _go_realtime()
     server = PtyServer(engine, wire_timing=args.wire_timing, physics=args.physics,
-                       fast=not args.no_fast_path)
+                       fast=args.fast_path)
     # handlers first: a host may send SIGTERM the moment it has read the path
     old = {s: signal.signal(s, server.stop) for s in (signal.SIGTERM, signal.SIGINT)}
     print(server.port, flush=True)

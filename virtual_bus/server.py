@@ -48,8 +48,8 @@ after it arrived.  ``physics="inline"``
 is the earlier design (the main loop integrates up to now, then answers),
 kept for comparison (``servoloop bench bus --reply-latency``).
 
-The compiled reply path (``fast=True``, the default with physics beside and
-no wire timing; :mod:`.fastpath`, :mod:`._fastpath`): the reader is a C loop
+The compiled reply path (``fast=True``, with physics beside and no wire
+timing; :mod:`.fastpath`, :mod:`._fastpath`): the reader is a C loop
 that holds no GIL.  It answers the every-tick packets (Protocol 2.0 SYNC
 READ, BULK READ, READ, PING; Protocol 1.0 READ, PING, BULK READ; SYNC WRITE
 of goal registers, 2.0 and 1.0) at once from a
@@ -117,11 +117,15 @@ class PtyServer:
         before each answer (see the module docstring).
     fast : bool
         With physics beside and no wire timing: answer the every-tick packets
-        from the compiled reader (see the module docstring); False: the Python
-        reader answers everything (for comparison).
+        from the compiled reader (see the module docstring); False (default): the
+        Python reader answers everything.  Off by default: a host that mixes
+        single-servo reads (answered at once in C) with writes (answered by
+        Python) sees them with different latencies, and the actuator calibration
+        through the bus identified kp with 2-15x the spread it has with the
+        Python reader (cause not found yet; BENCHMARKS.md).
     """
 
-    def __init__(self, engine, wire_timing: bool = False, physics: str = "beside", fast: bool = True):
+    def __init__(self, engine, wire_timing: bool = False, physics: str = "beside", fast: bool = False):
         if physics not in PHYSICS_MODES:
             raise ValueError(f"physics must be one of {PHYSICS_MODES}, got {physics!r}")
         self.engine = engine

@@ -2,7 +2,7 @@
 
 Two pty servers on identical buses (a plant that never moves, no position
 noise, so the state the replies carry is the same whenever they are read):
-one with the compiled reader (``fast=True``, the default), one without.  The
+one with the compiled reader (``fast=True``, ``--fast-path``), one without.  The
 same byte stream goes to both: a scripted part and a seeded-random part made
 of sync reads of present and goal registers (servos and the IMU board), sync
 writes in and out of range, writes to Torque Enable / Operating Mode between

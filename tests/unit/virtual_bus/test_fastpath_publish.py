@@ -56,7 +56,8 @@ def test_sync_writable_ranges_follow_the_engine_rules():
 
 
 @pytest.mark.parametrize(("kwargs", "fast"), [
-    ({}, True), ({"fast": False}, False), ({"wire_timing": True}, False), ({"physics": "inline"}, False)])
+    ({"fast": True}, True), ({}, False), ({"fast": True, "wire_timing": True}, False),
+    ({"fast": True, "physics": "inline"}, False)])
 def test_fast_path_only_beside_without_wire_timing(kwargs, fast):
     server = PtyServer(BusEngine([(1, "XM430-W350")]), **kwargs)
     try:
@@ -73,5 +74,5 @@ def test_cli_switch():
 
     p = argparse.ArgumentParser()
     add_arguments(p)
-    assert p.parse_args(["--servos", "1:XM430-W350"]).no_fast_path is False
-    assert p.parse_args(["--servos", "1:XM430-W350", "--no-fast-path"]).no_fast_path is True
+    assert p.parse_args(["--servos", "1:XM430-W350"]).fast_path is False
+    assert p.parse_args(["--servos", "1:XM430-W350", "--fast-path"]).fast_path is True
