@@ -110,9 +110,11 @@ KP_ID, KD_ID = 2500.0, 100.0
 FEEDFORWARD = True
 #: solve the swing legs' reference joints from the measured base pose (see run_case)
 SWING_FROM_BASE = True
-#: a tick whose contact ID fails: "fallback" (the paper's §4.5 nearest feasible solve,
-#: :class:`experiments.seed003_fallback.ContactFallback`) or "hold" (the previous torques,
-#: as before: lcp_inf at rigid mu = inf held them for 22 ticks and fell at 0.02 m)
+#: a tick whose contact ID fails: "fallback" (the paper's §4.5 nearest feasible solve, the
+#: Coulomb LCP at mu 5 if that fails: :class:`experiments.seed003_fallback.ContactFallback`),
+#: "coulomb" (that Coulomb LCP straight away) or "hold" (the previous torques, as before:
+#: lcp_inf at rigid mu = inf held them on 22 ticks and fell at 0.02 m).  Measured in
+#: BENCHMARKS.md's seed 003 section
 FAILED_TICK = "fallback"
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
@@ -266,10 +268,11 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
     core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
                        plane="world" if case.ground == "rigid" else "stance")
-    if FAILED_TICK not in ("fallback", "hold"):
-        raise ValueError(f"seed003 FAILED_TICK: {FAILED_TICK!r}; choose fallback or hold")
-    fallback = ContactFallback(robot, dt, core.variant, mu_id, plane=core.plane) \
-        if FAILED_TICK == "fallback" else None
+    if FAILED_TICK not in ("fallback", "coulomb", "hold"):
+        raise ValueError(f"seed003 FAILED_TICK: {FAILED_TICK!r}; choose fallback, coulomb or hold")
+    fallback = None if FAILED_TICK == "hold" else ContactFallback(
+        robot, dt, core.variant, mu_id, plane=core.plane,
+        first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
     held = 0
     # settle on the ground under a joint PD to the standing posture before the trot
     for _ in range(int(0.2 / dt)):

@@ -42,7 +42,11 @@ class ContactFallback:
     mu : float, the failing ID's friction coefficient (``inf`` for the no-slip model)
     plane : "world" (the plane z = 0 with the simulator's Baumgarte term and 5 mm margin,
         as the ID on rigid ground) or "stance" (the plane through the highest stance
-        point, no Baumgarte term, 1 mm margin, as :class:`BalanceCore`'s stance plane)
+        point, no Baumgarte term, 1 mm margin, the velocity that keeps the stance feet
+        still: :class:`BalanceCore`'s stance plane)
+    first : "nearest" (the §4.5 nearest feasible solve, then the Coulomb LCP) or "coulomb"
+        (the Coulomb LCP at ``MU_LAST_RESORT`` straight away: a different controller on
+        those ticks, not the paper's LCP,inf)
 
     Attributes
     ----------
@@ -52,9 +56,13 @@ class ContactFallback:
         (k, 3) as (f_x, f_y, f_n) on the rows of :meth:`rows`) or None
     """
 
-    def __init__(self, robot, dt: float, variant: str, mu: float, plane: str = "world") -> None:
+    def __init__(self, robot, dt: float, variant: str, mu: float, plane: str = "world",
+                 first: str = "nearest") -> None:
         if plane not in ("world", "stance"):
             raise ValueError(f"ContactFallback.plane: {plane!r}; choose world or stance")
+        if first not in ("nearest", "coulomb"):
+            raise ValueError(f"ContactFallback.first: {first!r}; choose nearest or coulomb")
+        self.first = first
         self.plane = plane
         self.robot = robot
         self.dt = float(dt)
@@ -114,10 +122,20 @@ class ContactFallback:
         InfeasibleError when neither the nearest-feasible QP nor the last resort answers.
         """
         N, S, T, gap = self.rows(q, stance)
+        if self.plane == "stance" and gap.size:
+            # as BalanceCore's stance plane: the velocity nearest v that keeps the stance
+            # feet still (a foot sinking into compliant ground is no impact to stop in a
+            # tick; with the raw v the no-slip rows asked for 1e3-1e4 N within 10 ticks)
+            J = np.vstack([N, S, T])
+            v = v - np.linalg.lstsq(J, J @ v, rcond=None)[0]
         args = (M, h, N, S, T, gap, v, qdd)
-        try:
-            res = self._solver(len(gap), self.variant, self.mu).solve(*args)
-        except InfeasibleError:
+        res = None
+        if self.first == "nearest":
+            try:
+                res = self._solver(len(gap), self.variant, self.mu).solve(*args)
+            except InfeasibleError:
+                res = None
+        if res is None:
             res = self._solver(len(gap), "lcp_coulomb", MU_LAST_RESORT).solve(*args)
             self.last_resort += 1
         self.answered += 1
