@@ -39,8 +39,10 @@ E|q - q_ref|, ``vel_err_rad_s`` E|dq - dq_ref|, ``dtau_mean`` E|dtau/dt|
 [N m/s], ``tau_mean`` E|tau| [N m], ``force_err_pct`` the l1 normal-force
 prediction error sum|f_pred - f_sim| / sum f_sim per foot [%] (no row for
 pid, which predicts none), ``fell`` 1 when the trunk fell (height below half
-the standing height or tilted past 45 deg; the run stops there), and
-``id_failures``, ticks whose ID solve failed (the previous torque kept).
+the standing height or tilted past 45 deg; the run stops there),
+``id_fallbacks``, ticks whose ID solve failed and the §4.5 nearest feasible solve
+answered (``FAILED_TICK``), and ``id_failures``, ticks nothing answered (the previous
+torque kept).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from servoloop.controller.wholebody.balance import BalanceCore
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+from servoloop.experiments.seed003_fallback import ContactFallback
 from servoloop.experiments.seed003_pid import PaperPID
 
 __all__ = ["CONTROLLERS", "EXTRA_CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
@@ -107,6 +110,12 @@ KP_ID, KD_ID = 2500.0, 100.0
 FEEDFORWARD = True
 #: solve the swing legs' reference joints from the measured base pose (see run_case)
 SWING_FROM_BASE = True
+#: a tick whose contact ID fails: "fallback" (the paper's §4.5 nearest feasible solve, the
+#: Coulomb LCP at mu 5 if that fails: :class:`experiments.seed003_fallback.ContactFallback`),
+#: "coulomb" (that Coulomb LCP straight away) or "hold" (the previous torques, as before:
+#: lcp_inf at rigid mu = inf held them on 22 ticks and fell at 0.02 m).  Measured in
+#: BENCHMARKS.md's seed 003 section
+FAILED_TICK = "fallback"
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -259,6 +268,12 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
     core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
                        plane="world" if case.ground == "rigid" else "stance")
+    if FAILED_TICK not in ("fallback", "coulomb", "hold"):
+        raise ValueError(f"seed003 FAILED_TICK: {FAILED_TICK!r}; choose fallback, coulomb or hold")
+    fallback = None if FAILED_TICK == "hold" else ContactFallback(
+        robot, dt, core.variant, mu_id, plane=core.plane,
+        first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
+    held = 0
     # settle on the ground under a joint PD to the standing posture before the trot
     for _ in range(int(0.2 / dt)):
         plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
@@ -401,13 +416,27 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                 in_id |= sensed & (u_sw >= 0.0) & (u_sw <= 0.5)
             if SENSED_CONTACTS in ("touchdown", "both"):
                 in_id |= sensed & (u_sw > 0.5)
+            failed = core.failures
+            qdd = joint_qdd(q_ref, dq_ref, qj, vj)
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
-                tau = core.torques(q, v, joint_qdd(q_ref, dq_ref, qj, vj), in_id).copy()
+                tau = core.torques(q, v, qdd, in_id).copy()
+            f_n = core.forces[:, 2]
+            if core.failures != failed:
+                # the ID found no answer: the §4.5 nearest feasible one, not stale torques
+                held += 1
+                if fallback is not None:
+                    M = np.array(core_cy.crba(model, data, q), dtype=float)
+                    h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
+                    try:
+                        tau, f_n = fallback.torques(M, h, q, v, qdd, in_id)
+                        held -= 1
+                    except Exception:  # noqa: BLE001 - nothing answered: the held torques
+                        pass
             pred = np.zeros(len(robot.feet))
             rows = 0
             for j, f in enumerate(robot.feet):
                 if in_id[j]:
-                    pred[j] = core.forces[rows:rows + len(f.points), 2].sum()
+                    pred[j] = f_n[rows:rows + len(f.points)].sum()
                     rows += len(f.points)
         # what an actuator can give (the simulator clips there too)
         tau_cmd = tau
@@ -443,13 +472,14 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
            "dtau_mean": acc["dtau"] / max(n - 1, 1), "tau_mean": acc["tau"] / n, "fell": float(fell)}
     if pred_any:
         out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
-        out["id_failures"] = float(core.failures)
+        out["id_failures"] = float(held)
+        out["id_fallbacks"] = float(0 if fallback is None else fallback.answered)
     out["distance_m"] = float(plant.q[0])
     return out
 
 
 UNITS = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "tau_mean": "N m",
-         "force_err_pct": "%", "fell": "0/1", "id_failures": "ticks", "distance_m": "m"}
+         "force_err_pct": "%", "fell": "0/1", "id_failures": "ticks", "id_fallbacks": "ticks", "distance_m": "m"}
 
 
 def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None,
