@@ -91,11 +91,14 @@ class VirtualBusProcess:
     cfg : RobotConfig, the robot it simulates (``--robot`` for a built-in, else ``--servos``)
     faults : str or None, a ``--faults`` SPEC
     extra : list of str, more arguments
+    fast_path : bool, answer the loop's sync / bulk reads and goal sync writes from the
+        compiled reply path (``--fast-path``; the daemon reads at its own rate, never free-running)
     """
 
     cfg: RobotConfig
     faults: str | None = None
     extra: list[str] = field(default_factory=list)
+    fast_path: bool = True
     startup_timeout_s: float = 30.0
     port: str | None = None
     proc: subprocess.Popen | None = None
@@ -115,6 +118,8 @@ class VirtualBusProcess:
             cmd += ["--plant", self.cfg.simulation.plant]
         if self.faults:
             cmd += ["--faults", self.faults]
+        if self.fast_path:
+            cmd += ["--fast-path"]
         return cmd + list(self.extra)
 
     def start(self) -> str:
