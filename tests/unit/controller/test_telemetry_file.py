@@ -110,16 +110,21 @@ def test_ring_overrun_is_recorded_not_silent(tmp_path):
     np.testing.assert_array_equal(tel.column("tick"), np.arange(w.lost_rows, 40))
 
 
-def test_writer_thread_flushes_on_its_own(tmp_path):
+def wait_written(w, rows, timeout_s=5.0):
+    """Until the writer thread has written ``rows`` rows (or ``timeout_s`` passed)."""
     import time
 
+    deadline = time.monotonic() + timeout_s
+    while w.written < rows and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_writer_thread_flushes_on_its_own(tmp_path):
     ring = TelemetryRing(JOINTS, 256)
     w = TelemetryWriter(tmp_path / "w.sltl", ring, {"joint_names": JOINTS}, flush_s=0.01)
     w.start()
     fill(ring, 0, 10)
-    deadline = time.monotonic() + 5.0
-    while w.written < 10 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_written(w, 10)
     assert w.written == 10
     # readable while the writer is still running (as after a SIGKILL)
     assert read_telemetry(tmp_path / "w.sltl").data.shape[0] == 10
@@ -311,8 +316,6 @@ def test_paced_compression_is_one_chunk_read_back_bit_exact(tmp_path):
 def test_writer_paces_its_periodic_flushes_not_the_last_one(tmp_path, monkeypatch):
     """The background flush sleeps between compression pieces (a long zlib burst on the other
     core stalled the loop's bus replies); close() writes what is left at once."""
-    import time
-
     from servoloop.controller import telemetry
 
     calls = []
@@ -322,9 +325,7 @@ def test_writer_paces_its_periodic_flushes_not_the_last_one(tmp_path, monkeypatc
     w = TelemetryWriter(tmp_path / "q.sltl", ring, {"joint_names": JOINTS}, flush_s=0.01)
     w.start()
     fill(ring, 0, 400)
-    deadline = time.monotonic() + 5.0
-    while w.written < 400 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_written(w, 400)
     assert w.written == 400 and len(calls) > 0
     n = len(calls)
     w._stop.set()                    # the thread stops before these rows come:
