@@ -41,6 +41,12 @@ params (all optional; defaults work on the built-in quadruped):
 - gains ``base_kp``, ``base_kd``, ``rot_kp``, ``rot_kd``, ``swing_kp``,
   ``swing_kd``, ``posture_kp``, ``posture_kd`` (1/s^2, 1/s).
 
+A contact inverse dynamics that finds no torques keeps the last ones for at
+most ``MAX_FAILED_S`` (0.05 s) in a row; past that the run faults (kind
+``control``, naming the variant and the solver's last error) and the
+daemon's fault path turns torque off or holds, as configured: old torques
+are not a command for a robot whose contacts have changed.
+
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
 """
@@ -59,6 +65,7 @@ from servoloop.controller.controllers.base import (
     joint_vector,
 )
 from servoloop.controller.errors import ControllerParamError
+from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 
 __all__ = ["WbcController"]
 
@@ -68,6 +75,8 @@ POSE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
 #: how a position servo is given the torque (param ``position_servo``)
 POSITION_SERVO = ("torque", "impedance")
 GOAL_RANGE = {"x": 0.5, "y": 0.5, "z": 0.1, "roll": 0.5, "pitch": 0.5, "yaw": math.pi}
+#: longest run of failed contact-ID solves on the last torques before the run faults [s]
+MAX_FAILED_S = 0.05
 
 
 class WbcController(Controller):
@@ -87,6 +96,7 @@ class WbcController(Controller):
                 setattr(gains, k, float(self.params[k]))
         self.core = BalanceCore(self.robot, ctx.dt, self.params.get("variant", "lcp_coulomb"),
                                 self._mu(self.params.get("mu", 0.8)), gains)
+        self._max_failed = max(1, round(MAX_FAILED_S / ctx.dt))
         self.source = BaseSource(self.robot, ctx.dt)
         self.posture = np.clip(np.zeros(ctx.n), ctx.lower, ctx.upper)
         self.targets = None
@@ -346,6 +356,8 @@ class WbcController(Controller):
             self.begin_run(q, v)
         tg = self.targets_for(t, q, v)
         tau = self.core.step(q, v, tg)
+        if self.core.failed_streak >= self._max_failed:
+            self._failed_too_long()
         # first-order low-pass: the state is a tick old on a bus, and the ID's torques
         # alternate tick to tick on it; a position servo's goal (slew-limited) cannot follow.
         # The goal: the measured position advanced by the damping (the posture where
@@ -354,6 +366,13 @@ class WbcController(Controller):
         self._servo_command(tau, self._tau, self._alpha, state.position, state.velocity,
                             self._advance, self.posture, self._impedance_u8, self._own_offset,
                             command.effort, command.position, command.kp, command.kd)
+
+    def _failed_too_long(self):
+        core = self.core
+        raise FaultRaised(Fault(FaultKind.CONTROL, (
+            f"{self.name}: the contact inverse dynamics ({core.variant}) found no torques on "
+            f"{core.failed_streak} ticks in a row ({core.failed_streak * self.ctx.dt:.3f} s, the "
+            f"limit is {MAX_FAILED_S} s); last error: {core.last_error}")))
 
     def status(self) -> dict:
         return {"name": self.name, "variant": self.core.variant, "running": self.running,

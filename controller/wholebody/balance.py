@@ -126,6 +126,9 @@ class BalanceCore:
         self.tau = np.zeros(robot.n)          # controller joint order
         self.forces = np.zeros((0, 3))
         self.failures = 0
+        self.fallbacks = 0                    # failed no-slip solves the Coulomb LCP answered
+        self.failed_streak = 0                # ticks in a row with no torques (0 after a good one)
+        self._fallback_ws: dict = {}
         self.last_error = ""
         if plane not in ("stance", "world"):
             raise ValueError(f"BalanceCore.plane: {plane!r}; choose stance or world")
@@ -217,7 +220,11 @@ class BalanceCore:
     def torques(self, q, v, qdd, stance) -> np.ndarray:
         """Joint torques (n,) [N m] realising the joint part of ``qdd`` with the stance feet.
 
-        On a solver failure the previous torques are kept (counted in :attr:`failures`).
+        A failed solve is counted in :attr:`failures`.  A failed no-slip solve (its set of
+        sticking contacts did not settle) is answered by the Coulomb LCP at ``MU_FALLBACK``
+        instead (:attr:`fallbacks`; the experiment's last resort too).  With no answer the
+        previous torques are kept (:attr:`failed_streak`; the ``wbc`` controller faults after
+        ``MAX_FAILED_S`` of them in a row).
         """
         r = self.robot
         st = np.asarray(stance, dtype=bool)
@@ -255,6 +262,7 @@ class BalanceCore:
                             armature=r.armature, warm=self._warm, **_plane_args(ground))
                 self.tau[:] = res.tau[r.idx]
                 self.forces = res.contact_forces
+                self.failed_streak = 0
                 return self.tau
             ws = entry[1]
             if ws is None:
@@ -271,15 +279,55 @@ class BalanceCore:
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.variant == "lcp_noslip":
+                try:
+                    self.forces = coulomb_fallback(self._fallback_ws, key, r, contacts, self.dt,
+                                                   _plane_args(ground), q, v, qdd, self._tau_a)
+                    self.tau[:] = self._tau_a[self._tau_from]
+                    self.fallbacks += 1
+                    self.failed_streak = 0
+                    return self.tau
+                except Exception as exc2:  # noqa: BLE001 - as above
+                    self.last_error += f"; Coulomb fallback: {type(exc2).__name__}: {exc2}"
+            self.failed_streak += 1
             return self.tau
         self.tau[:] = self._tau_a[self._tau_from]
         self.forces = entry[2]
+        self.failed_streak = 0
         return self.tau
 
     def step(self, q, v, tg: Targets) -> np.ndarray:
         """One tick: joint torques (n,) [N m] for the targets (also in :attr:`tau`)."""
         qdd = self.accelerations(q, v, tg)
         return self.torques(q, v, qdd, tg.stance)
+
+
+#: friction coefficient of the Coulomb LCP that answers a failed no-slip solve: large enough
+#: that a loaded foot sticks as under no-slip, finite for Lemke's tableau
+MU_FALLBACK = 5.0
+
+
+def coulomb_fallback(cache: dict, key, robot, contacts, dt: float, plane_args: dict, q, v, qdd,
+                     tau_a) -> np.ndarray:
+    """Torques into ``tau_a`` (nv - 6,) from the Coulomb LCP at ``MU_FALLBACK`` for the contacts a
+    no-slip solve could not answer; returns the contact forces (k, 3).  ``cache`` keeps one
+    workspace per stance set ``key``.
+
+    Raises
+    ------
+    Exception
+        The Coulomb LCP found no answer either.
+    """
+    entry = cache.get(key)
+    if entry is None:
+        ws = ContactInverseDynamics(robot.model, contacts, MU_FALLBACK, "lcp_coulomb", dt=dt,
+                                    armature=robot.armature, **plane_args)
+        entry = cache[key] = (ws, np.zeros((len(contacts.names), 3)))
+    ws, forces = entry
+    if "ground" in plane_args:
+        ws.ground = plane_args["ground"]
+    ws.solve_into(q, v, qdd, tau_a, forces)
+    return forces
 
 
 def _plane_args(ground) -> dict:

@@ -240,6 +240,18 @@ class ReferenceBalanceCore:
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.variant != "lcp_noslip":
+                return self.tau
+            # as the compiled core: the Coulomb LCP at MU_FALLBACK answers a failed no-slip solve
+            from servoloop.controller.wholebody.balance import coulomb_fallback
+
+            try:
+                self.forces = coulomb_fallback(self.__dict__.setdefault("_fallback_ws", {}),
+                                               np.asarray(stance, dtype=bool).tobytes(), r, contacts,
+                                               self.dt, extra, q, v, qdd, self._tau_a)
+            except Exception:  # noqa: BLE001
+                return self.tau
+            self.tau[:] = self._tau_a[r.idx]
             return self.tau
         self.tau[:] = self._tau_a[r.idx]
         self.forces = entry[2]
