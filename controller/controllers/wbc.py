@@ -379,4 +379,4 @@ class WbcController(Controller):
                 "base_goal": dict(zip(POSE_KEYS, self._pose.tolist(), strict=True)),
                 "estimated_base": self.source.estimated,
                 "feet": [f.link for f in self.robot.feet], "id_failures": self.core.failures,
-                "last_id_error": self.core.last_error}
+                "id_fallbacks": self.core.fallbacks, "last_id_error": self.core.last_error}
