@@ -267,7 +267,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     # rigid ground: the ID's contact model is the simulator's (true gaps, same stabilisation);
     # compliant ground sinks ~1 mm: the stance-plane form (see BalanceCore)
     core = BalanceCore(robot, dt, variant or "lcp_coulomb", mu_id,
-                       plane="world" if case.ground == "rigid" else "stance")
+                       plane="world" if case.ground == "rigid" else "stance",
+                       noslip_fallback=False)      # a failed tick: FAILED_TICK decides
     if FAILED_TICK not in ("fallback", "coulomb", "hold"):
         raise ValueError(f"seed003 FAILED_TICK: {FAILED_TICK!r}; choose fallback, coulomb or hold")
     fallback = None if FAILED_TICK == "hold" else ContactFallback(

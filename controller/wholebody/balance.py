@@ -110,10 +110,15 @@ class BalanceCore:
         the stance feet still, so the declared stance feet are in contact, at rest,
         whatever the estimate's error or the ground's compliance; "world" is the plane z = 0 with the simulator's
         stabilisation (the true state, as in the seed 003 experiment).
+    noslip_fallback : bool
+        A failed ``lcp_noslip`` solve is answered by the Coulomb LCP at ``MU_FALLBACK``
+        (default); False: no answer (the previous torques; the seed 003 experiment, which
+        reproduces the paper's own answer to that tick).
     """
 
     def __init__(self, robot: WholeBodyRobot, dt: float, variant: str = "lcp_coulomb",
-                 mu: float = 0.8, gains: Gains | None = None, plane: str = "stance") -> None:
+                 mu: float = 0.8, gains: Gains | None = None, plane: str = "stance",
+                 noslip_fallback: bool = True) -> None:
         self.robot = robot
         self.dt = float(dt)
         self.variant = variant
@@ -129,6 +134,7 @@ class BalanceCore:
         self.fallbacks = 0                    # failed no-slip solves the Coulomb LCP answered
         self.failed_streak = 0                # ticks in a row with no torques (0 after a good one)
         self._fallback_ws: dict = {}
+        self.noslip_fallback = bool(noslip_fallback)
         self.last_error = ""
         if plane not in ("stance", "world"):
             raise ValueError(f"BalanceCore.plane: {plane!r}; choose stance or world")
@@ -279,7 +285,7 @@ class BalanceCore:
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
-            if self.variant == "lcp_noslip":
+            if self.variant == "lcp_noslip" and self.noslip_fallback:
                 try:
                     self.forces = coulomb_fallback(self._fallback_ws, key, r, contacts, self.dt,
                                                    _plane_args(ground), q, v, qdd, self._tau_a)
