@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from servoloop.controller.wholebody.balance import MU_FALLBACK
 from servoloop.core_cy.inverse_dynamics import InfeasibleError, SystemInverseDynamics
 
 __all__ = ["MU_LAST_RESORT", "ContactFallback"]
 
-#: the Coulomb LCP's friction coefficient when even the nearest-feasible QP fails: large
-#: enough that a loaded foot sticks as under no-slip, finite for Lemke's tableau
-MU_LAST_RESORT = 5.0
+#: the Coulomb LCP's friction coefficient when even the nearest-feasible QP fails: the
+#: balance step's own for a failed no-slip solve (a loaded foot sticks, Lemke stays finite)
+MU_LAST_RESORT = MU_FALLBACK
 
 
 class ContactFallback:

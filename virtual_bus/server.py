@@ -73,12 +73,8 @@ import threading
 import time
 from collections import deque
 
+from servoloop.virtual_bus.fastpath import FastReplies
 from servoloop.virtual_bus.pty import measure_pty_latency, open_pty, termios_baud
-
-try:
-    from servoloop.virtual_bus.fastpath import FastReplies
-except ImportError:          # extension not built: the Python reader serves
-    FastReplies = None
 
 __all__ = ["PtyServer"]
 
@@ -163,7 +159,7 @@ class PtyServer:
         self.stats = {"backlog_dropped": 0, "host_input_flushes": 0, "host_output_flushes": 0,
                       "physics_slices": 0, "fast_reads": 0, "fast_writes": 0, "slow_chunks": 0}
         self._fast = None
-        if fast and self._beside and not wire_timing and FastReplies is not None:
+        if fast and self._beside and not wire_timing:
             self._fast = FastReplies(engine, self.master, self._notify_w, self._packet_mode)
 
     def stop(self, *_args) -> None:
