@@ -21,7 +21,7 @@ from servoloop.firmware_bridge.errors import (
     ServoStatusError,
 )
 
-__all__ = ["JointReader", "effort_register", "error_kind", "BusErrorCounts"]
+__all__ = ["JointReader", "PartSwitch", "effort_register", "error_kind", "BusErrorCounts"]
 
 #: bus error class -> its key in the summary's ``bus_errors`` (most specific first)
 ERROR_KINDS = (
@@ -61,6 +61,19 @@ def effort_register(table) -> str | None:
     return None
 
 
+def _past(twin, bus, regs, ids) -> int:
+    """Bytes a sync read of ``regs`` asks at least so that its request lengths differ from
+    every variant of ``twin`` (0: the same block, or already longer than all of them);
+    never past the end of a servo's control table (the variants then shrink)."""
+    start = min(bus.register(ids[0], r).address for r in regs)
+    end = max(bus.register(ids[0], r).address + bus.register(ids[0], r).size for r in regs)
+    if (start, end - start) == (twin.address, twin.length) or start != twin.address:
+        return 0
+    want = twin.length + twin.ntags
+    room = min(bus.table(sid).size for sid in ids) - start
+    return min(want, room) if end - start < want else 0
+
+
 class JointReader:
     """One logical group read of ``names`` (+ ``"effort"``) from every configured servo.
 
@@ -80,6 +93,10 @@ class JointReader:
         Protocol 1.0 or mixed bus) :attr:`device_parts` is empty: read them on their own
     one_transaction : on Protocol 2.0, also servos of several models (several sync reads)
         are read in one BULK READ, so :meth:`request` / :meth:`collect` can split the read
+    twin_of : JointReader or None, a reader of fewer registers from the same servos (and
+        devices) used in turn with this one: each sync read asks enough bytes more than
+        the twin's that no request variant of the one asks a length of the other's
+        (:meth:`tells_apart`); see :meth:`follow`
 
     Attributes
     ----------
@@ -89,7 +106,7 @@ class JointReader:
     """
 
     def __init__(self, bus, ids, tables, names, effort: bool = False, free_turning=(),
-                 devices=(), one_transaction: bool = False) -> None:
+                 devices=(), one_transaction: bool = False, twin_of: JointReader | None = None) -> None:
         self.bus = bus
         self.ids = list(ids)
         n = len(self.ids)
@@ -113,6 +130,11 @@ class JointReader:
             self.bulk = BulkReader(bus, specs + [(n, d, False) for n, d in devices])
             readers = self.bulk.parts[:len(specs)]
             self.device_parts = self.bulk.parts[len(specs):]
+        elif twin_of is not None:
+            from servoloop.firmware_bridge.sync import SyncReader
+
+            readers = [SyncReader(bus, regs, sids, plausibility=plaus, min_length=_past(twin[0], bus, regs, sids))
+                       for (regs, sids, plaus), twin in zip(specs, twin_of.groups, strict=True)]
         else:
             readers = [bus.sync_reader(regs, ids=sids, plausibility=plaus) for regs, sids, plaus in specs]
         for reader, ((_model, eff, _turning), idx) in zip(readers, groups.items(), strict=True):
@@ -131,6 +153,30 @@ class JointReader:
         else:
             self.values = {name: np.full(n, np.nan) for name in self.names}
             self.values["effort"] = np.full(n, np.nan)
+
+    def _transactions(self) -> list:
+        return [self.bulk] if self.bulk is not None else [reader for reader, _, _ in self.groups]
+
+    def tells_apart(self, other: JointReader) -> bool:
+        """True when every reply of this reader can be told from ``other``'s: for each servo
+        (and device) the two readers' request variants ask either the same lengths (the same
+        bytes: :meth:`follow` keeps them apart as one reader's variants) or disjoint ones."""
+        mine, theirs = self._transactions(), other._transactions()
+        if len(mine) != len(theirs):
+            return False
+        for a, b in zip(mine, theirs, strict=True):
+            if getattr(a, "ids", None) != getattr(b, "ids", None):
+                return False
+            for la, lb in zip(a.request_lengths, b.request_lengths, strict=True):
+                if la != lb and la & lb:
+                    return False
+        return True
+
+    def follow(self, other: JointReader) -> None:
+        """Continue ``other``'s request-variant rotation before this reader's next request
+        (readers of the same servos used in turn, :meth:`tells_apart`)."""
+        for a, b in zip(self._transactions(), other._transactions(), strict=True):
+            a.follow(b)
 
     @property
     def exchanges(self) -> int:
@@ -202,3 +248,37 @@ class JointReader:
                 first.failures = failures
                 first.failed_ids = tuple(sorted(failures))
             raise first
+
+
+class PartSwitch:
+    """A device's share (:attr:`JointReader.device_parts`) of whichever of two twin reads
+    ran this tick, behind one set of arrays (the IMU reader attaches once).
+
+    Parameters
+    ----------
+    narrow, wide : BulkPart, the device's share of the tick's usual read and of its wider
+        twin (the monitor's registers riding along)
+
+    Attributes
+    ----------
+    values : dict name -> float64 arrays, ``narrow``'s own; after a wide read :meth:`check`
+        copies the wide part's values into them (NaN where its read failed)
+    wide : bool, set by the read stage: this tick's read was the wide one
+    """
+
+    def __init__(self, narrow, wide) -> None:
+        self.narrow, self.wide_part = narrow, wide
+        self.values = narrow.values
+        # (destination, source), made once: a tick copies, never allocates
+        self._pairs = tuple((a, wide.values[name]) for name, a in narrow.values.items())
+        self.wide = False
+
+    def check(self) -> None:
+        """Raise the failures of the part in use (see ``BulkPart.check``), its values in
+        :attr:`values` first."""
+        if not self.wide:
+            self.narrow.check()
+            return
+        for dst, src in self._pairs:
+            np.copyto(dst, src)
+        self.wide_part.check()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from servoloop.controller.bus_io import BusErrorCounts, JointReader
+from servoloop.controller.bus_io import BusErrorCounts, JointReader, PartSwitch
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.firmware_bridge.errors import (
     BridgeError,
@@ -41,6 +41,14 @@ class ReadStage:
     writing and waiting; the values are then sampled about one period before the tick
     that uses them.  :meth:`run` reads anew when nothing was requested (the first tick).
 
+    Riding registers (:meth:`bind` ``extra``, the monitor's): a second preallocated reader,
+    :attr:`wide`, reads the same registers plus those (for X-series present_current 126 ..
+    present_temperature 146, one block of 21 bytes; AX 36 .. 43).  A tick told to
+    (``run(wide=True)``, ``request(wide=True)`` for the next tick) makes its one read with
+    it; its state values are copied into :attr:`reader`'s arrays (the ones the estimator
+    holds), so the tick sees the same registers as any other.  :attr:`rode` then says this
+    tick's :attr:`wide` values are fresh and :attr:`wide_error` holds the read's failure.
+
     Parameters
     ----------
     errors : BusErrorCounts, shared with the other stages
@@ -53,23 +61,45 @@ class ReadStage:
         self.servo_faults = servo_faults
         self.read_ahead = read_ahead
         self.reader: JointReader | None = None
+        self.wide: JointReader | None = None
+        self.device_parts: list = []
+        self.rode = False
+        self.wide_error: BridgeError | None = None
+        self._last: JointReader | None = None
+        self._requested: JointReader | None = None
+        self._copies: tuple = ()
         self.failed = np.zeros(0, dtype=bool)
         self.disabled = np.zeros(0, dtype=bool)
         self._index: dict = {}
 
-    def bind(self, bus, ids, tables, free_turning=(), devices=()) -> JointReader:
+    def bind(self, bus, ids, tables, free_turning=(), devices=(), extra=()) -> JointReader:
         """Make the group reader; returns it (``values`` holds the (n,) arrays read each tick).
 
         ``free_turning``: ids of servos in velocity (wheel) mode, whose Present Position wraps
         (read without the position plausibility check).  ``devices``: (names, ids) of other
         devices (the IMU board) to read in the same bulk read where the bus allows
-        (the reader's ``device_parts``; see :class:`~controller.bus_io.JointReader`)."""
-        self.reader = JointReader(bus, ids, tables, ["present_position", "present_velocity"], effort=True,
+        (:attr:`device_parts`; see :class:`~controller.bus_io.JointReader`).  ``extra``:
+        registers to ride along on the ticks that ask (:attr:`wide`; None where no reply of
+        the wide read could be told from the usual one's, or it would take more exchanges)."""
+        names = ["present_position", "present_velocity"]
+        self.reader = JointReader(bus, ids, tables, names, effort=True,
                                   free_turning=free_turning, devices=devices,
                                   one_transaction=self.read_ahead)
         if self.read_ahead and self.reader.exchanges != 1:   # config_checks refuses this robot first
             raise ValueError(f"loop.read_ahead: the read of servos {list(ids)} takes "
                              f"{self.reader.exchanges} bus exchanges per tick; read-ahead needs one")
+        self.wide, self._copies, self.device_parts = None, (), list(self.reader.device_parts)
+        self._last = self._requested = None
+        if extra:
+            wide = JointReader(bus, ids, tables, names + list(extra), effort=True,
+                               free_turning=free_turning, devices=devices,
+                               one_transaction=self.read_ahead, twin_of=self.reader)
+            if wide.exchanges == self.reader.exchanges and wide.tells_apart(self.reader):
+                self.wide = wide
+                v, w = self.reader.values, wide.values
+                self._copies = tuple((v[k], w[k]) for k in (*names, "effort"))
+                self.device_parts = [PartSwitch(a, b) for a, b in
+                                     zip(self.reader.device_parts, wide.device_parts, strict=True)]
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -96,9 +126,42 @@ class ReadStage:
             only_disabled = only_disabled and bool(self.disabled[i])
         return only_disabled
 
-    def run(self) -> bool:
+    def _exchange(self, wide: bool) -> None:
+        """The tick's one read (collected, with read-ahead, when one was requested)."""
+        r = self._requested
+        if self.read_ahead and r is not None and r.requested:
+            self._requested = None
+            collect = True
+        else:
+            r = self.wide if wide and self.wide is not None else self.reader
+            collect = False
+            self._turn(r)
+        rode = self.rode = r is self.wide
+        for s in self.device_parts:
+            if type(s) is PartSwitch:
+                s.wide = rode
+        try:
+            if collect:
+                r.collect()
+            else:
+                r.read()
+        finally:
+            if rode:   # failed servos: NaN copied too, never the last tick's values
+                for dst, src in self._copies:
+                    np.copyto(dst, src)
+
+    def _turn(self, r: JointReader) -> None:
+        """Make ``r`` the reader whose request goes out next (one variant rotation for both)."""
+        if r is not self._last:
+            if self._last is not None:
+                r.follow(self._last)
+            self._last = r
+
+    def run(self, wide: bool = False) -> bool:
         """Read every servo; False when some read failed (those servos read NaN, :attr:`failed`
         marks them).  Failures of servos turned off by ``disable_servo`` do not count.
+        ``wide``: read with :attr:`wide` (when nothing was requested ahead; else the request
+        decided).
 
         Raises
         ------
@@ -107,11 +170,9 @@ class ReadStage:
         """
         if self.failed.any():
             self.failed[:] = False
+        self.wide_error = None
         try:
-            if self.read_ahead and self.reader.requested:
-                self.reader.collect()
-            else:
-                self.reader.read()
+            self._exchange(wide)
             return True
         except PortError as exc:
             self.errors.count(exc)
@@ -121,6 +182,8 @@ class ReadStage:
             # the loop runs with the garbage collector off: the traceback's frames hold the
             # exception (a cycle through the group read's locals), so dropping it frees them
             exc.__traceback__ = None
+            if self.rode:
+                self.wide_error = exc
             only_disabled = self._mark_failed(exc)
             if only_disabled:
                 return True  # a disabled servo keeps reporting its latched error: expected
@@ -129,11 +192,14 @@ class ReadStage:
                 self.servo_faults.handle(exc)
             return False
 
-    def request(self) -> None:
+    def request(self, wide: bool = False) -> None:
         """Send the next tick's read instruction (read-ahead; the replies are taken by the
         next :meth:`run`, or by the bus before any other transaction).  A port error shows
-        at that collect."""
-        self.reader.request()
+        at that collect.  ``wide``: the request of :attr:`wide` (when there is one)."""
+        r = self.wide if wide and self.wide is not None else self.reader
+        self._turn(r)
+        r.request()
+        self._requested = r
 
 
 class ImuStage:
@@ -359,8 +425,18 @@ class WriteStage:
 
 
 class MonitorStage:
-    """Temperature and input voltage of every servo (one sync read every ``monitor_every`` ticks),
-    and each servo's latched hardware error (0 when its reply had no alert bit).
+    """Temperature and input voltage of every servo (every ``monitor_every`` ticks), and each
+    servo's latched hardware error (0 when its reply had no alert bit).
+
+    The registers ride in the tick's own read (:meth:`bind` ``ride``): on a monitor tick the
+    read stage reads them with the state (:attr:`ReadStage.wide`; with read-ahead the
+    request sent at the end of the tick before), and this stage only judges what came, with
+    no bus traffic of its own.  Where the wider read cannot be made -- the read stage found
+    no wider request whose replies it could tell from the usual read's (control tables
+    ending too early) -- or a tick's read was not the wide one, it falls back to its own
+    sync read of the two registers after the goal write.  The wide read's failure was
+    counted by the read stage (one transaction, counted once); here it only means no new
+    values (those held stay, with the hardware error bits the alert replies carried).
 
     Parameters
     ----------
@@ -379,16 +455,38 @@ class MonitorStage:
         self.temperature = np.full(n, np.nan)
         self.hardware_error = np.full(n, np.nan)  # raw bits, for telemetry and the live view
         self.bus = None
+        self.ride: ReadStage | None = None
         self._index: dict = {}
 
-    def bind(self, bus, ids, tables) -> None:
-        """Read the registers every servo's table has (none: no monitoring)."""
-        regs = [r for r in self.REGISTERS if all(r in t.registers for t in tables)]
+    @classmethod
+    def registers(cls, tables) -> list[str]:
+        """The monitored registers every servo's table has (none: no monitoring)."""
+        return [r for r in cls.REGISTERS if all(r in t.registers for t in tables)]
+
+    def bind(self, bus, ids, tables, ride: ReadStage | None = None) -> None:
+        """Read the registers every servo's table has (none: no monitoring).  ``ride``: the
+        read stage whose wide read carries them (its :attr:`~ReadStage.wide` None: this stage
+        reads on its own)."""
+        regs = self.registers(tables)
         self.bus, self._index = bus, {sid: i for i, sid in enumerate(ids)}
         self.reader = JointReader(bus, ids, tables, regs) if regs else None
+        self.ride = ride if ride is not None and ride.wide is not None and regs else None
+
+    @property
+    def rides(self) -> bool:
+        """True when the registers travel in the tick's own read (no read of this stage's)."""
+        return self.ride is not None
 
     def run(self) -> Fault | None:
-        """Read and judge; a fault, or None (a failed read is counted, not a fault)."""
+        """Read (unless the tick's read carried the registers) and judge; a fault, or None
+        (a failed read is counted, not a fault)."""
+        ride = self.ride
+        if ride is not None and ride.rode:
+            exc = ride.wide_error
+            if exc is not None:      # counted by the read stage already
+                self._note_hardware_errors(exc)
+                return None
+            return self._judge(ride.wide.values)
         try:
             self.reader.read()
         except PortError as exc:
@@ -398,11 +496,14 @@ class MonitorStage:
             self.errors.count(exc)
             self._note_hardware_errors(exc)
             return None
+        return self._judge(self.reader.values)
+
+    def _judge(self, v: dict) -> Fault | None:
+        """Hold the values read (``v``: name -> (n,)) and judge them."""
         # every reply came without the alert bit: no servo has a hardware error latched (telling
         # telemetry so costs no bus time, where reading the register would widen this read from
         # 3 to 77 bytes per servo)
         self.hardware_error[:] = 0.0
-        v = self.reader.values
         temperature = voltage = None
         if "present_temperature" in v:
             self.temperature[:] = v["present_temperature"]

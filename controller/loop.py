@@ -175,6 +175,7 @@ class ControlLoop:
         self._prev_late = 0  # the previous tick's lateness and bus wait, ns: what an overrun
         self._prev_bus = 0   # found at the next wait is put down to (MissCauses.overrun)
         self.bus_ns = 0
+        self._ride = False   # the monitor's registers ride in the tick's read (bind)
 
     @property
     def ramp(self) -> StartupRamp:
@@ -189,14 +190,17 @@ class ControlLoop:
         if imu is not None:
             imu.connect(bus)    # before the read stage: the board joins the servos' bulk read
         reader = self.read.bind(bus, self.ids, tables, free_turning=turning,
-                                devices=imu.devices() if imu is not None else ())
+                                devices=imu.devices() if imu is not None else (),
+                                extra=MonitorStage.registers(tables))
         v = reader.values
         self.estimate.bind(v["present_position"], v["present_velocity"], v["effort"])
         self.joint_map.set_effort_units(reader.effort_units)
-        self.monitor.bind(bus, self.ids, tables)
+        self.monitor.bind(bus, self.ids, tables, ride=self.read)
+        self._ride = self.monitor.rides
         self.servo_faults.bind(bus, tables, readonly)
         if imu is not None:
-            imu.attach(reader.device_parts[0] if reader.device_parts else None)
+            parts = self.read.device_parts
+            imu.attach(parts[0] if parts else None)
             r = imu.reader
             self.base_estimator.bind(r.gyro, r.accel, r.rpy)
         if readonly:
@@ -288,7 +292,8 @@ class ControlLoop:
         code = int(self.lifecycle.state)
         safety = self.safety
         fault = safety.late(skipped)
-        ok = self.read.run()
+        # a monitor tick's read carries the monitor's registers too (one transaction, not two)
+        ok = self.read.run(self._ride and (self.ticks + 1) % self.monitor_every == 0)
         if self.imu is not None:
             self.imu.run()      # a failed IMU read: NaN in, the base estimate marked invalid
         bus_ns = clock.now_ns() - wake
@@ -320,7 +325,9 @@ class ControlLoop:
                 fault = f
         if self.read_ahead and fault is None:
             t = clock.now_ns()
-            self.read.request()   # after every other transaction of the tick: none collects it early
+            # after every other transaction of the tick: none collects it early; the wide one
+            # when the next tick monitors
+            self.read.request(self._ride and (self.ticks + 1) % self.monitor_every == 0)
             bus_ns += clock.now_ns() - t
         end = clock.now_ns()
         if code == _RUN:

@@ -460,6 +460,14 @@ cdef class GroupIO:
         """The request variant in use (0..ntags-1)."""
         return self.cur
 
+    def follow(self, GroupIO other):
+        """Take over ``other``'s request-variant rotation (variant in use, and whether its last
+        exchange left bytes behind): two readers used in turn on one bus (a tick's read and its
+        wider twin) then change variant as one reader would, so a late reply to the one is
+        not taken for the other's where their variants ask the same lengths."""
+        self.cur = other.cur % self.ntags
+        self.unclean = other.unclean
+
     def set_slots(self, ids):
         """(Re)map servo ids to slots; call after construction."""
         cdef int i

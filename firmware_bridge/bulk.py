@@ -165,6 +165,7 @@ class BulkReader:
             for i in range(n):
                 shift[v, i] = max(0, v - room_after[i])       # bytes asked in front of the block
         self.lengths = lengths
+        self.ntags = ntags
         nrows = len(rows)
         offsets = np.full((nrows, n), -1, dtype=np.intc)
         zero = np.zeros((nrows, n), dtype=np.int64)
@@ -213,6 +214,16 @@ class BulkReader:
     def stale_counts(self):
         """Late replies discarded per device since the last ``Bus.health`` access, int64 (n,)."""
         return self._io.stale_counts
+
+    @property
+    def request_lengths(self) -> list[set[int]]:
+        """Per device (request order), the byte counts its request variants ask."""
+        return [set(range(n, n + self.ntags)) for n in self.lengths]
+
+    def follow(self, other: BulkReader) -> None:
+        """Continue ``other``'s request-variant rotation (see
+        :meth:`SyncReader.follow <firmware_bridge.sync.SyncReader.follow>`)."""
+        self._io.follow(other._io)
 
     def read(self) -> bool:
         """One bulk read; True when every device answered well (else see each part's ``check``).

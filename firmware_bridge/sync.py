@@ -79,10 +79,14 @@ class SyncReader:
 
     On a mixed bus (:data:`~firmware_bridge.bus.MIXED`) every servo of one
     reader must speak the same protocol (ValueError naming them otherwise).
+
+    ``min_length`` (bytes, default 0): ask at least that many bytes, the block grown at
+    its end (a wider twin of another reader whose request lengths must differ from that
+    reader's, see :meth:`follow`).  ValueError when the control table ends before.
     """
 
     def __init__(self, bus: Bus, names: list[str], ids: list[int], fast: bool = False,
-                 plausibility: bool = True):
+                 plausibility: bool = True, min_length: int = 0):
         bus._require_open()
         if not ids:
             raise ValueError("sync reader needs at least one servo")
@@ -105,6 +109,13 @@ class SyncReader:
                                      f"({bus.table(sid).name}); use one reader per model")
         start = min(r.address for r in regs0)
         end = max(r.address + r.size for r in regs0)
+        if end - start < min_length:
+            end = start + min_length
+            short = [sid for sid in ids if bus.table(sid).size < end]
+            if short:
+                raise ValueError(f"sync read of {names} from {min_length} bytes at {start}: the control "
+                                 f"table of servo {short[0]} ({bus.table(short[0]).name}) ends at "
+                                 f"{bus.table(short[0]).size}")
         self.address, self.length = start, end - start
         self.registers = dict(zip(names, regs0, strict=True))
         fields = [(r0.address - start, r0.size, _ENC[r0.encoding], [r.zero_raw for r in regs],
@@ -136,6 +147,7 @@ class SyncReader:
         self.timeout_s = max(sum(s[4] for s in splits[v * per_tag:(v + 1) * per_tag])
                              for v in range(ntags))
         self.fast = fast
+        self.ntags = ntags
         pos_field, max_rate = -1, None
         if "present_position" in names and plausibility:
             pos_field = list(names).index("present_position")
@@ -159,6 +171,18 @@ class SyncReader:
     def reset_plausibility(self) -> None:
         """Take the next position as it is (after a reboot, a homing offset change, ...)."""
         self._io.reset_plausibility()
+
+    @property
+    def request_lengths(self) -> list[set[int]]:
+        """Per servo, the byte counts its request variants ask (fresh-reply tags)."""
+        return [set(range(self.length, self.length + self.ntags))] * len(self.ids)
+
+    def follow(self, other) -> None:
+        """Continue ``other``'s request-variant rotation (a reader used in turn with this one on
+        the same servos, e.g. a tick's read and its wider twin): where their variants ask the
+        same lengths, a late reply to one is then told from the other's fresh one as within
+        one reader."""
+        self._io.follow(other._io)
 
     def read(self) -> None:
         """One group read.  On failure raises (first failed servo's error class,

@@ -78,11 +78,19 @@ def test_lockstep_runs_with_read_ahead_are_bit_identical(tmp_path):
     assert np.array_equal(rows[0], rows[1])
 
 
+def _bulk_lengths(pkt) -> tuple[int, ...]:
+    """Byte counts a BULK READ asks of each device (params: id, address, length per device)."""
+    p = bytes(pkt.params)
+    return tuple(p[k + 3] | (p[k + 4] << 8) for k in range(0, len(p), 5))
+
+
 def test_the_read_request_follows_the_goal_write_and_every_other_transaction():
-    """In the run, every tick's bus traffic is the goal write, (every 7th tick) the monitor's
-    reads, then the next tick's read request: nothing goes out between a request and its
-    collect, and the collect itself sends nothing.  The arm mixes two models (XM430: current,
-    XL430: load), two sync reads without read-ahead: with it, one BULK READ."""
+    """In the run, every tick's bus traffic is the goal write, then the next tick's read
+    request: one transaction, also on the monitor's ticks (every 7th), whose request is the
+    wider one (present_current 126 .. present_temperature 146: the monitor's registers ride
+    along, no SYNC_READ of its own).  Nothing goes out between a request and its collect, and
+    the collect itself sends nothing.  The arm mixes two models (XM430: current, XL430:
+    load), two sync reads without read-ahead: with it, one BULK READ."""
     rig = LockstepRig(_arm())
     pending_between_ticks = []
     rig.hooks.append(lambda t: pending_between_ticks.append(rig.lock.bus.pending is not None))
@@ -94,15 +102,23 @@ def test_the_read_request_follows_the_goal_write_and_every_other_transaction():
     assert summary["comm"]["failed_ticks"] == 0
     # between ticks a request is outstanding (not before the first tick's own read)
     assert sum(pending_between_ticks) >= len(pending_between_ticks) - 5
-    ins = [pkt.instruction for _t, pkt in rig.instructions()]
+    pkts = [pkt for _t, pkt in rig.instructions()]
+    ins = [pkt.instruction for pkt in pkts]
     op = P.Instruction
-    tail = ins[ins.index(op.SYNC_WRITE, ins.index(op.SYNC_WRITE) + 1):]    # the ticks after the first
+    first = ins.index(op.SYNC_WRITE, ins.index(op.SYNC_WRITE) + 1)   # the ticks after the first
+    tail = ins[first:]
     writes = [k for k, x in enumerate(tail) if x == op.SYNC_WRITE]
     assert len(writes) > 150
     ticks = [tuple(tail[a + 1:b]) for a, b in zip(writes, writes[1:], strict=False)]
-    plain, monitored = (op.BULK_READ,), (op.SYNC_READ, op.SYNC_READ, op.BULK_READ)
-    assert set(ticks) == {plain, monitored}
-    assert ticks.count(monitored) >= len(ticks) // 7 - 1
+    assert set(ticks) == {(op.BULK_READ,)}        # the monitored ticks too: one transaction
+    lengths = [_bulk_lengths(pkts[first + a + 1]) for a in writes[:-1]]
+    n = len(rig.daemon.cfg.servos)
+    # the state block (10 bytes) or the wide one (21), plus the fresh-reply tag's 0..3 bytes
+    wide = [k for k, ls in enumerate(lengths) if len(ls) == n and all(21 <= x <= 24 for x in ls)]
+    plain = [k for k, ls in enumerate(lengths) if len(ls) == n and all(10 <= x <= 13 for x in ls)]
+    assert len(wide) + len(plain) == len(lengths)
+    assert len(wide) >= len(lengths) // 7 - 1
+    assert set(np.diff(wide)) == {7}             # every 7th tick, as safety.monitor_every says
 
 
 def test_no_request_is_left_outstanding_after_a_fault():
