@@ -6,7 +6,9 @@
                      a late tick is counted and skipped, never caught up
       -> read       one sync read of every servo          (bus_stages.ReadStage)
                     with the IMU board, if any, in one bulk read on Protocol 2.0;
-                    its own sync read on a mixed bus       (bus_stages.ImuStage)
+                    its own sync read on a mixed bus       (bus_stages.ImuStage);
+                    every ``safety.monitor_every`` ticks the wider twin read,
+                    temperature and input voltage riding along (bus_stages.MonitorStage)
       -> estimate   servo -> joint; the floating base     (estimator.Estimator,
                     from IMU + leg kinematics              base_estimator.BaseEstimator)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
@@ -29,8 +31,9 @@ what cannot wait (port gone, a servo's hardware error), raises
 Read-ahead takes the bus round trip out of the tick: the state a tick uses was
 sampled when the previous tick ended (about one period older), in exchange for not
 waiting on the replies (behind a USB adapter ~1 ms; a pty's tail is worse).  A tick's
-``bus_us`` is then the collect's wait plus its own write, monitor read and the next
-tick's request write.  A tick that ends in a fault sends no request; :meth:`ControlLoop.drain`
+``bus_us`` is then the collect's wait plus its own write and the next tick's request
+write (the request before a monitor tick is the wider read: the monitor sends nothing of
+its own, unless its registers cannot ride, see MonitorStage).  A tick that ends in a fault sends no request; :meth:`ControlLoop.drain`
 takes one still outstanding (the daemon calls it on every way out).
 """
 
