@@ -155,3 +155,22 @@ def test_lockstep_runs_with_riding_monitor_are_bit_identical(tmp_path, robot, re
     assert rows[0].shape[1] > 200
     assert np.isfinite(rows[0][:, EVERY:]).all()
     assert np.array_equal(rows[0], rows[1], equal_nan=True)
+
+
+def test_without_a_twin_read_the_monitor_reads_on_its_own(tmp_path, monkeypatch):
+    """The fallback: no wider read whose replies could be told from the usual one's (forced
+    here), so the monitor makes its own SYNC READ at 144 (voltage, temperature) on its ticks;
+    the fault comes as before."""
+    from servoloop.controller.bus_io import JointReader
+
+    monkeypatch.setattr(JointReader, "tells_apart", lambda self, other: False)
+    rig = _rig("quadruped", True, tmp_path, max_temperature_c=70.0)
+    s = _run_to_fault(rig, 7, "XM430-W350", "present_temperature", 80)
+    assert not rig.daemon.loop.monitor.rides and rig.daemon.loop.read.wide is None
+    assert s["state"] == "fault" and s["fault_details"][0]["kind"] == "temperature"
+    tel = read_telemetry(tmp_path / "t.sltl")
+    assert 0 <= fault_row(tel) - int(round(0.1 * rig.daemon.cfg.loop.rate_hz)) <= EVERY
+    ticks = _reads_per_tick(rig)
+    monitored = ((P.Instruction.SYNC_READ, 144), P.Instruction.BULK_READ)
+    assert set(ticks) == {(P.Instruction.BULK_READ,), monitored}
+    assert abs(ticks.count(monitored) - len(ticks) / EVERY) <= 1

@@ -121,3 +121,31 @@ def test_read_ahead_requests_the_wide_read_for_the_next_tick():
     finally:
         bus.close()
         servos.close()
+
+
+def test_protocol1_twin_asks_lengths_the_usual_read_never_asks():
+    """AX-18A: state 36..41 (6 bytes, variants 6..9), voltage 42 and temperature 43: the block
+    36..43 alone (8..11) would share lengths 8 and 9 with the usual read's variants, so a late
+    reply to the one could pass for the other's; the twin asks 10..13 instead."""
+    from servoloop.controller.bus_io import JointReader
+    from servoloop.firmware_bridge.bus import Bus, ServoSpec
+    from tests.unit.firmware_bridge.pty_servos import PtyServos
+
+    ax = PtyServos({1: "AX-18A", 2: "AX-18A"}, protocol=1)
+    ax_table = get_table("AX-18A")
+    with Bus(ax.port, 1_000_000, 1, [ServoSpec(1, "AX-18A"), ServoSpec(2, "AX-18A")],
+             on_after_write=ax.pump, timeout_margin_s=0.003) as bus:
+        names = ["present_position", "present_velocity"]
+        extra = MonitorStage.registers([ax_table] * 2)
+        assert extra == ["present_input_voltage", "present_temperature"]
+        narrow = JointReader(bus, [1, 2], [ax_table] * 2, names, effort=True)
+        plain = JointReader(bus, [1, 2], [ax_table] * 2, names + extra, effort=True)
+        twin = JointReader(bus, [1, 2], [ax_table] * 2, names + extra, effort=True, twin_of=narrow)
+        assert narrow.groups[0][0].request_lengths[0] == {6, 7, 8, 9}
+        assert not plain.tells_apart(narrow)
+        assert twin.groups[0][0].request_lengths[0] == {10, 11, 12, 13} and twin.tells_apart(narrow)
+        ax.set_raw(2, "present_temperature", 51)
+        twin.read()
+        assert twin.values["present_temperature"][1] == 51.0
+        assert np.isfinite(twin.values["present_position"]).all()
+    ax.close()
