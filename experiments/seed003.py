@@ -56,6 +56,7 @@ from servoloop.controller.wholebody.balance import BalanceCore
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+from servoloop.experiments.seed003_distribute import NoSlipSplit
 from servoloop.experiments.seed003_fallback import ContactFallback
 from servoloop.experiments.seed003_pid import PaperPID
 
@@ -116,6 +117,13 @@ SWING_FROM_BASE = True
 #: lcp_inf at rigid mu = inf held them on 22 ticks and fell at 0.02 m).  Measured in
 #: BENCHMARKS.md's seed 003 section
 FAILED_TICK = "fallback"
+#: lcp_inf on rigid ground: of the no-slip ID's equally valid contact forces take the split
+#: of least weighted norm, unloading each foot over the last LIFTOFF_HORIZON_S of its stance
+#: (:mod:`experiments.seed003_distribute`; off: Alg. 2's one loaded foot, as the paper's)
+DISTRIBUTE = True
+#: with DISTRIBUTE: first move qdd_des to the nearest joint acceleration that keeps every
+#: stance foot stuck and on the ground (else the ID lets one foot float and never loads it)
+CONSISTENT_QDD = True
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -275,6 +283,9 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         robot, dt, core.variant, mu_id, plane=core.plane,
         first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
     held = 0
+    dist = None
+    if c == "lcp_inf" and DISTRIBUTE and case.ground == "rigid":
+        dist = NoSlipSplit(robot, dt)
     # settle on the ground under a joint PD to the standing posture before the trot
     for _ in range(int(0.2 / dt)):
         plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
@@ -419,6 +430,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                 in_id |= sensed & (u_sw > 0.5)
             failed = core.failures
             qdd = joint_qdd(q_ref, dq_ref, qj, vj)
+            if dist is not None and CONSISTENT_QDD:
+                qdd = dist.consistent(q, v, qdd, in_id)
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
                 tau = core.torques(q, v, qdd, in_id).copy()
             f_n = core.forces[:, 2]
@@ -433,6 +446,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                         held -= 1
                     except Exception:  # noqa: BLE001 - nothing answered: the held torques
                         pass
+            if dist is not None and core.failures == failed:
+                tau, f_n = dist.split(q, v, tau, core.forces, in_id, planner.gait, k * dt - planner.stand_time)
             pred = np.zeros(len(robot.feet))
             rows = 0
             for j, f in enumerate(robot.feet):

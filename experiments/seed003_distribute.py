@@ -1,0 +1,227 @@
+"""Seed 003, lcp_inf: a distributed answer among the no-slip ID's equally valid ones.
+
+With every stance foot stuck (mu = inf) the no-slip LCP's normal block has rank 1 on
+the built-in quadruped, in four-foot *and* in diagonal two-foot stance: the horizontal
+forces of stuck feet make any pitch and roll moment the feet can make (roll about a
+stance diagonal no contact force can make at all), so only the total vertical force is
+fixed and Alg. 2 (§4.7) returns one loaded foot (Appendix F: at most rank(N) positive
+normal forces).  Every other split of the same base wrench is an answer too: the base
+and joint accelerations, the no-slip and non-penetration rows stay as they were, and
+only the internal forces (and through them the torques) change; the rigid simulator,
+whose Delassus matrix is positive definite, then realises that split exactly.
+
+:func:`distribute` picks among them the contact forces of least weighted norm,
+``sum_i w_i f_n,i^2 + |f_t,i|^2``, with every normal force >= 0 and no force on a foot
+whose no-penetration row the ID left open.  :func:`liftoff_weights` makes a foot's
+weight grow over the last ``horizon`` seconds of its stance, so the load is handed to
+the feet that stay before it lifts (the paper's LCP,inf lifts its loaded foot with the
+load on it, and the pair left in stance carried nothing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LIFTOFF_HORIZON_S", "distribute", "liftoff_weights"]
+
+#: the last part of a foot's stance [s] over which its normal-force weight grows
+LIFTOFF_HORIZON_S = 0.03
+#: a foot's weight one tick before it lifts (relative to 1 for a foot that stays)
+LIFTOFF_WEIGHT_MAX = 1.0e4
+
+
+def liftoff_weights(gait, t: float, stance, dt: float, horizon: float = LIFTOFF_HORIZON_S):
+    """(feet,) normal-force weights: 1, rising as ``(horizon / tau)^2`` over the last ``horizon``
+    seconds before a stance foot's planned lift-off (``tau`` s left; at most LIFTOFF_WEIGHT_MAX).
+
+    gait : :class:`controller.wholebody.gait.TrotGait`; t : its gait time [s] (negative
+    while the robot stands: no foot lifts); stance : (feet,) bool, the ID's contacts.
+    """
+    n = len(stance)
+    w = np.ones(n)
+    if t < 0.0 or horizon <= 0.0:
+        return w
+    # time to lift-off, to the tick: the first step ahead at which the foot is in swing
+    steps = int(round(horizon / dt))
+    left = np.full(n, np.inf)
+    for s in range(1, steps + 1):
+        sw = gait.swing_progress(t + s * dt) >= 0.0
+        new = sw & np.isinf(left)
+        left[new] = s * dt
+    lifting = np.asarray(stance, bool) & np.isfinite(left)
+    w[lifting] = np.minimum((horizon / left[lifting]) ** 2, LIFTOFF_WEIGHT_MAX)
+    return w
+
+
+def _open_rows(J_list, gaps, v, qdd, dt, baumgarte=0.2, tol=1e-6):
+    """(k,) bool: contacts whose no-penetration row ``v_n+ + phi~/dt >= 0`` is slack [m/s]."""
+    out = np.zeros(len(J_list), dtype=bool)
+    for i, J in enumerate(J_list):
+        vn = J[2] @ (v + dt * qdd)
+        phi = gaps[i] if gaps[i] >= 0.0 else baumgarte * gaps[i]
+        out[i] = vn + phi / dt > tol
+    return out
+
+
+def distribute(J_list, forces, weights, open_rows=None, iters: int = 8):
+    """Forces (k, 3) [N, world] of least weighted norm with the same base wrench as ``forces``.
+
+    J_list : k (3, nv) world point Jacobians of the ID's contact points (base columns 0:6)
+    forces : (k, 3) the ID's contact forces [N]; weights : (k,) normal-force weights
+    open_rows : (k,) bool or None, contacts that must stay unloaded
+    Returns the new forces and ``delta`` (k, 3), their change (``tau -= J_j^T delta``).
+    A normal force that comes out negative is held at zero and the rest solved again.
+    """
+    k = len(J_list)
+    forces = np.asarray(forces, dtype=float)
+    if k == 0:
+        return forces.copy(), np.zeros_like(forces)
+    A = np.hstack([J[:, :6].T for J in J_list])          # (6, 3k): forces -> base wrench
+    b = A @ forces.reshape(-1)
+    wdiag = np.ones(3 * k)
+    wdiag[2::3] = weights
+    free = np.ones(3 * k, dtype=bool)
+    if open_rows is not None:
+        for i in np.flatnonzero(open_rows):
+            free[3 * i:3 * i + 3] = False
+    x = np.zeros(3 * k)
+    for _ in range(iters):
+        x[:] = 0.0
+        idx = np.flatnonzero(free)
+        if idx.size == 0:
+            break
+        Af = A[:, idx]
+        Wi = 1.0 / wdiag[idx]
+        # min x^T W x s.t. Af x = b: x = W^-1 Af^T (Af W^-1 Af^T)^+ b (rank-deficient Af: lstsq)
+        G = (Af * Wi) @ Af.T
+        lam = np.linalg.lstsq(G, b, rcond=1e-12)[0]
+        x[idx] = Wi * (Af.T @ lam)
+        neg = np.flatnonzero(free[2::3] & (x[2::3] < 0.0))
+        if neg.size == 0:
+            break
+        worst = neg[np.argmin(x[3 * neg + 2])]
+        free[3 * worst:3 * worst + 3] = False
+    new = x.reshape(k, 3)
+    if np.any(new[:, 2] < -1e-9) or np.abs(A @ x - b).max() > 1e-6 * max(1.0, np.abs(b).max()):
+        return forces.copy(), np.zeros_like(forces)       # no such split: the ID's own answer
+    return new, new - forces
+
+
+class NoSlipSplit:
+    """The experiment's hook around the no-slip ID: a joint acceleration that keeps every
+    stance foot on the ground (:meth:`consistent`), then the distributed forces (:meth:`split`).
+
+    robot : :class:`controller.wholebody.robot.WholeBodyRobot` (its armature the plant's);
+    dt : control step [s].  Rigid ground (the plane z = 0) only.
+    """
+
+    def __init__(self, robot, dt: float, horizon: float = LIFTOFF_HORIZON_S) -> None:
+        from servoloop import core_cy
+
+        self.robot = robot
+        self.dt = float(dt)
+        self.horizon = float(horizon)
+        self._cy = core_cy
+        self._data = core_cy.Data(robot.model)
+        self.changed = 0            # ticks whose forces were redistributed
+        self.projected = 0          # ticks whose qdd_des was moved to keep the feet down
+        self._J, self._gaps, self._foot = [], [], []
+
+    def _rows(self, q, stance) -> None:
+        r = self.robot
+        r.kinematics(q)
+        self._J, self._gaps, self._foot = [], [], []
+        for j, f in enumerate(r.feet):
+            if stance[j]:
+                for p in f.points:
+                    self._J.append(r.point_jacobian(q, f.body, p, f.radius).copy())
+                    self._gaps.append(float(r.point_world(f.body, p)[2] - f.radius))
+                    self._foot.append(j)
+
+    def consistent(self, q, v, qdd, stance, baumgarte: float = 0.2, base_weight: float = 1e-6,
+                   force_weight: float = 1e-6):
+        """qdd (nv,): the nearest joint acceleration to ``qdd``'s with which the base, under
+        its own dynamics and pushing-only contact forces, keeps every stance point stuck *and*
+        on the ground over the step (``J (v + dt a) = -phi~/dt e_z``, the ID's
+        velocity-level rows held as equalities).
+
+        With the feet stuck the joint accelerations the feedback asks for are overdetermined
+        (four feet) or need a pulling foot to hold the trunk (two): the no-slip ID answers by
+        letting a foot separate (its row open by tenths of a millimetre), and a separated
+        foot carries nothing when the loaded one lifts.  Solved as the least squares
+        ``min |a_q - qdd_q|^2 + base_weight |a_b|^2 + force_weight |f|^2`` under the base
+        rows of ``M a + h = S tau + J^T f`` and those contact rows; a foot whose normal
+        force comes out negative is let go (as the LCP would) and the rest solved again.
+        """
+        self._rows(q, stance)
+        k = len(self._J)
+        if k == 0:
+            return qdd
+        r, cy = self.robot, self._cy
+        M = np.array(cy.crba(r.model, self._data, q), dtype=float)
+        M[6:, 6:] += np.diag(r.armature)
+        h = np.array(cy.nonlinear_effects(r.model, self._data, q, v), dtype=float)
+        C = np.vstack(self._J)                                   # (3k, nv)
+        d = -(C @ v) / self.dt
+        for i, g in enumerate(self._gaps):
+            d[3 * i + 2] -= (g if g >= 0.0 else baumgarte * g) / self.dt ** 2
+        nv = C.shape[1]
+        w = np.concatenate([np.full(6, base_weight), np.ones(nv - 6), np.full(3 * k, force_weight)])
+        x0 = np.concatenate([qdd, np.zeros(3 * k)])
+        loaded = np.ones(k, dtype=bool)      # contacts that may carry force
+        x = None
+        for _ in range(k + 1):
+            fcols = nv + np.flatnonzero(np.repeat(loaded, 3))
+            cols = np.concatenate([np.arange(nv), fcols])
+            # equalities E x = e: base dynamics M_b a - J_b^T f = -h_b, every contact's rows
+            E = np.zeros((6 + 3 * k, cols.size))
+            E[:6, :nv] = M[:6]
+            E[:6, nv:] = -C[np.repeat(loaded, 3), :6].T
+            E[6:, :nv] = C
+            e = np.concatenate([-h[:6], d])
+            wi = 1.0 / w[cols]
+            EW = E * wi
+            lam = np.linalg.lstsq(EW @ E.T, e - E @ x0[cols], rcond=1e-12)[0]
+            xc = x0[cols] + EW.T @ lam
+            if np.abs(E @ xc - e).max() > 1e-6 * max(1.0, np.abs(e).max()):
+                break                       # no joint motion keeps that foot down unloaded
+            x = xc
+            fn = xc[nv + 2::3]
+            if fn.min(initial=0.0) >= 0.0:
+                break
+            # a foot that would have to pull: kept down with no force (the legs move instead)
+            loaded[np.flatnonzero(loaded)[np.argmin(fn)]] = False
+        if x is None:
+            return qdd
+        self.projected += 1
+        out = qdd.copy()
+        out[6:] = x[6:nv]
+        return out
+
+    def split(self, q, v, tau, forces, stance, gait, t_gait: float):
+        """(tau (n,) [N m], normal forces (k,) [N]) of the split; ``forces`` (k, 3) the ID's
+        for the contact points of the ``stance`` (feet,) feet, in the robot's foot order."""
+        r, cy = self.robot, self._cy
+        forces = np.asarray(forces, dtype=float)
+        if forces.shape[0] == 0:
+            return tau, forces[:, 2]
+        self._rows(q, stance)
+        J_list = self._J
+        M = np.array(cy.crba(r.model, self._data, q), dtype=float)
+        M[6:, 6:] += np.diag(r.armature)
+        h = np.array(cy.nonlinear_effects(r.model, self._data, q, v), dtype=float)
+        gen = -h
+        gen[6:] += tau
+        for J, f in zip(J_list, forces, strict=True):
+            gen += J.T @ f
+        qdd = np.linalg.solve(M, gen)
+        open_rows = _open_rows(J_list, self._gaps, v, qdd, self.dt)
+        w = liftoff_weights(gait, t_gait, stance, self.dt, self.horizon)[self._foot]
+        new, delta = distribute(J_list, forces, w, open_rows)
+        if not delta.any():
+            return tau, forces[:, 2]
+        tau = tau.copy()
+        for J, dl in zip(J_list, delta, strict=True):
+            tau -= J[:, 6:].T @ dl
+        self.changed += 1
+        return tau, new[:, 2]
