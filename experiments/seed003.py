@@ -438,7 +438,11 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             if core.failures != failed:
                 # the ID found no answer: the §4.5 nearest feasible one, not stale torques
                 held += 1
-                if fallback is not None:
+                if dist is not None and dist.answer is not None:
+                    tau, f_n = dist.answer      # the stance QP's own no-slip answer
+                    dist.answered += 1
+                    held -= 1
+                elif fallback is not None:
                     M = np.array(core_cy.crba(model, data, q), dtype=float)
                     h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
                     try:
@@ -489,7 +493,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     if pred_any:
         out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
         out["id_failures"] = float(held)
-        out["id_fallbacks"] = float(0 if fallback is None else fallback.answered)
+        out["id_fallbacks"] = float((0 if fallback is None else fallback.answered)
+                                    + (0 if dist is None else dist.answered))
     out["distance_m"] = float(plant.q[0])
     return out
 

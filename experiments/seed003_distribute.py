@@ -126,6 +126,8 @@ class NoSlipSplit:
         self.changed = 0            # ticks whose forces were redistributed
         self.projected = 0          # ticks whose qdd_des was moved to keep the feet down
         self._J, self._gaps, self._foot = [], [], []
+        self.answer = None          # (tau (n,), f_n (k,)) of the last consistent() solve
+        self.answered = 0           # failed ID ticks answered by it
 
     def _rows(self, q, stance) -> None:
         r = self.robot
@@ -185,14 +187,21 @@ class NoSlipSplit:
             xc = x0[cols] + EW.T @ lam
             if np.abs(E @ xc - e).max() > 1e-6 * max(1.0, np.abs(e).max()):
                 break                       # no joint motion keeps that foot down unloaded
-            x = xc
+            x, x_loaded = xc, loaded.copy()
             fn = xc[nv + 2::3]
             if fn.min(initial=0.0) >= 0.0:
                 break
             # a foot that would have to pull: kept down with no force (the legs move instead)
             loaded[np.flatnonzero(loaded)[np.argmin(fn)]] = False
         if x is None:
+            self.answer = None
             return qdd
+        # the QP's own answer (every contact stuck and on the ground, f_n >= 0): a no-slip ID
+        # answer the simulator realises, for a tick the LCP's set of stuck feet does not settle
+        f = np.zeros(3 * k)
+        f[np.repeat(x_loaded, 3)] = x[nv:]
+        a = x[:nv]
+        self.answer = ((M @ a + h - C.T @ f)[6:], f[2::3].copy())
         self.projected += 1
         out = qdd.copy()
         out[6:] = x[6:nv]
