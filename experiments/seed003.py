@@ -117,13 +117,18 @@ SWING_FROM_BASE = True
 #: lcp_inf at rigid mu = inf held them on 22 ticks and fell at 0.02 m).  Measured in
 #: BENCHMARKS.md's seed 003 section
 FAILED_TICK = "fallback"
-#: lcp_inf on rigid ground: of the no-slip ID's equally valid contact forces take the split
-#: of least weighted norm, unloading each foot over the last LIFTOFF_HORIZON_S of its stance
-#: (:mod:`experiments.seed003_distribute`; off: Alg. 2's one loaded foot, as the paper's)
-DISTRIBUTE = True
-#: with DISTRIBUTE: first move qdd_des to the nearest joint acceleration that keeps every
-#: stance foot stuck and on the ground (else the ID lets one foot float and never loads it)
+#: lcp_inf on rigid ground (:mod:`experiments.seed003_distribute`; all off: the paper's
+#: LCP,inf, which fell at 0.08 m).  Alg. 2 loads one or two feet and the others float off
+#: by tenths of a millimetre; the load cannot go to them when a loaded foot lifts.
+#: CONSISTENT_QDD: first move qdd_des to the nearest joint acceleration with which the base's
+#: dynamics keeps every stance foot stuck and on the ground with pushing-only forces
 CONSISTENT_QDD = True
+#: DISTRIBUTE: of the no-slip ID's equally valid contact forces take the split of least
+#: weighted norm, a foot's weight rising over the last LIFTOFF_HORIZON_S of its stance
+DISTRIBUTE = True
+#: a tick whose no-slip set does not settle takes that stance QP's own answer (before
+#: FAILED_TICK's fallback)
+QP_ANSWERS_FAILED = True
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -284,7 +289,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
     held = 0
     dist = None
-    if c == "lcp_inf" and DISTRIBUTE and case.ground == "rigid":
+    if c == "lcp_inf" and (DISTRIBUTE or CONSISTENT_QDD) and case.ground == "rigid":
         dist = NoSlipSplit(robot, dt)
     # settle on the ground under a joint PD to the standing posture before the trot
     for _ in range(int(0.2 / dt)):
@@ -438,7 +443,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             if core.failures != failed:
                 # the ID found no answer: the §4.5 nearest feasible one, not stale torques
                 held += 1
-                if dist is not None and dist.answer is not None:
+                if dist is not None and dist.answer is not None and QP_ANSWERS_FAILED:
                     tau, f_n = dist.answer      # the stance QP's own no-slip answer
                     dist.answered += 1
                     held -= 1
@@ -450,7 +455,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                         held -= 1
                     except Exception:  # noqa: BLE001 - nothing answered: the held torques
                         pass
-            if dist is not None and core.failures == failed:
+            if dist is not None and DISTRIBUTE and core.failures == failed:
                 tau, f_n = dist.split(q, v, tau, core.forces, in_id, planner.gait, k * dt - planner.stand_time)
             pred = np.zeros(len(robot.feet))
             rows = 0

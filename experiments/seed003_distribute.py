@@ -1,21 +1,29 @@
-"""Seed 003, lcp_inf: a distributed answer among the no-slip ID's equally valid ones.
+"""Seed 003, lcp_inf on rigid ground: the stance feet kept down and the load shared.
 
-With every stance foot stuck (mu = inf) the no-slip LCP's normal block has rank 1 on
-the built-in quadruped, in four-foot *and* in diagonal two-foot stance: the horizontal
-forces of stuck feet make any pitch and roll moment the feet can make (roll about a
-stance diagonal no contact force can make at all), so only the total vertical force is
-fixed and Alg. 2 (§4.7) returns one loaded foot (Appendix F: at most rank(N) positive
-normal forces).  Every other split of the same base wrench is an answer too: the base
-and joint accelerations, the no-slip and non-penetration rows stay as they were, and
-only the internal forces (and through them the torques) change; the rigid simulator,
-whose Delassus matrix is positive definite, then realises that split exactly.
+Two things made the paper's no-slip ID (LCP,inf) fall on our rigid mu = inf trot (at
+0.48 s, the first lift-off of a loaded foot):
 
-:func:`distribute` picks among them the contact forces of least weighted norm,
-``sum_i w_i f_n,i^2 + |f_t,i|^2``, with every normal force >= 0 and no force on a foot
-whose no-penetration row the ID left open.  :func:`liftoff_weights` makes a foot's
-weight grow over the last ``horizon`` seconds of its stance, so the load is handed to
-the feet that stay before it lifts (the paper's LCP,inf lifts its loaded foot with the
-load on it, and the pair left in stance carried nothing).
+1. *Alg. 2's answer is undistributed.*  With the feet stuck (tangential forces unbounded)
+   the contact forces that give the ID's base wrench form a family: with four coplanar
+   feet, horizontal squeezes between feet and one twist of the normal forces across the
+   diagonals (+ - - +).  Alg. 2 (§4.7) returns an end of it, feet at zero force (Appendix
+   F: at most rank(N) positive normal forces).  Every member is an answer: the base and
+   joint accelerations, the no-slip and non-penetration rows stay, only the internal
+   forces (and through them the torques) change, and the rigid simulator, whose Delassus
+   matrix is positive definite, realises it.  :func:`distribute` picks the member of least
+   weighted norm, ``sum_i w_i f_n,i^2 + |f_t,i|^2``, pushing only, no force where the ID's
+   row is open; :func:`liftoff_weights` makes a foot's weight grow over the last
+   ``horizon`` seconds of its stance, so its load goes to the feet that stay before it
+   lifts (as far as the twist allows).
+2. *The unloaded feet float, and the wrench decides the split.*  The joint feedback's
+   accelerations are overdetermined with four feet stuck, and with two they may need a
+   pulling foot; the ID answers by letting a foot separate (its row open, a tenth of a
+   millimetre per tick), and a separated foot cannot take the load; the base wrench the
+   joint accelerations ask for fixes the normal forces up to the twist.
+   :meth:`NoSlipSplit.consistent` first moves ``qdd_des`` to the joint acceleration that
+   keeps every stance foot stuck and on the ground with pushing-only forces, trading the
+   distance to ``qdd_des`` against the forces' norm (``QP_FORCE_WEIGHT``), so the feet
+   share the load.  This does most of the work (see BENCHMARKS.md's seed 003 section).
 """
 
 from __future__ import annotations
@@ -26,6 +34,11 @@ __all__ = ["LIFTOFF_HORIZON_S", "distribute", "liftoff_weights"]
 
 #: the last part of a foot's stance [s] over which its normal-force weight grows
 LIFTOFF_HORIZON_S = 0.03
+#: the stance QP's weight on a squared contact force [1/N^2 against s^4/rad^2 on a squared
+#: joint-acceleration error]: it asks for loads the feet share, not only feasible ones.
+#: 10 s, rigid mu = inf: 1e-6 and 1e-4 fell (at 1.94 and 0.03 m: which foot the QP left
+#: loaded after a touchdown was chance), 1e-3 .. 10 trot (1: 0.6 %, 30 s too)
+QP_FORCE_WEIGHT = 1.0
 #: a foot's weight one tick before it lifts (relative to 1 for a foot that stays)
 LIFTOFF_WEIGHT_MAX = 1.0e4
 
@@ -35,16 +48,19 @@ def liftoff_weights(gait, t: float, stance, dt: float, horizon: float = LIFTOFF_
     seconds before a stance foot's planned lift-off (``tau`` s left; at most LIFTOFF_WEIGHT_MAX).
 
     gait : :class:`controller.wholebody.gait.TrotGait`; t : its gait time [s] (negative
-    while the robot stands: no foot lifts); stance : (feet,) bool, the ID's contacts.
+    while the robot stands before the trot); stance : (feet,) bool, the ID's contacts.
     """
     n = len(stance)
     w = np.ones(n)
-    if t < 0.0 or horizon <= 0.0:
+    if horizon <= 0.0:
         return w
     # time to lift-off, to the tick: the first step ahead at which the foot is in swing
+    # (gait time < 0: the stand before the trot, every foot down)
     steps = int(round(horizon / dt))
     left = np.full(n, np.inf)
     for s in range(1, steps + 1):
+        if t + s * dt < 0.0:
+            continue
         sw = gait.swing_progress(t + s * dt) >= 0.0
         new = sw & np.isinf(left)
         left[new] = s * dt
@@ -115,12 +131,12 @@ class NoSlipSplit:
     dt : control step [s].  Rigid ground (the plane z = 0) only.
     """
 
-    def __init__(self, robot, dt: float, horizon: float = LIFTOFF_HORIZON_S) -> None:
+    def __init__(self, robot, dt: float, horizon: float | None = None) -> None:
         from servoloop import core_cy
 
         self.robot = robot
         self.dt = float(dt)
-        self.horizon = float(horizon)
+        self.horizon = LIFTOFF_HORIZON_S if horizon is None else float(horizon)
         self._cy = core_cy
         self._data = core_cy.Data(robot.model)
         self.changed = 0            # ticks whose forces were redistributed
@@ -141,7 +157,7 @@ class NoSlipSplit:
                     self._foot.append(j)
 
     def consistent(self, q, v, qdd, stance, baumgarte: float = 0.2, base_weight: float = 1e-6,
-                   force_weight: float = 1e-6):
+                   force_weight: float = QP_FORCE_WEIGHT):
         """qdd (nv,): the nearest joint acceleration to ``qdd``'s with which the base, under
         its own dynamics and pushing-only contact forces, keeps every stance point stuck *and*
         on the ground over the step (``J (v + dt a) = -phi~/dt e_z``, the ID's
@@ -153,7 +169,9 @@ class NoSlipSplit:
         foot carries nothing when the loaded one lifts.  Solved as the least squares
         ``min |a_q - qdd_q|^2 + base_weight |a_b|^2 + force_weight |f|^2`` under the base
         rows of ``M a + h = S tau + J^T f`` and those contact rows; a foot whose normal
-        force comes out negative is let go (as the LCP would) and the rest solved again.
+        force comes out negative is kept down with no force (the legs' accelerations change
+        instead) and the rest solved again.  The QP's own torques and forces are kept in
+        :attr:`answer`.
         """
         self._rows(q, stance)
         k = len(self._J)
