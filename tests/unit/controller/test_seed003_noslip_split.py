@@ -114,3 +114,16 @@ def test_liftoff_weights_rise_over_the_last_part_of_stance():
     assert w_near[0] == w_near[3] == 1.0
     # a foot already in swing is no contact: its weight is not raised
     assert np.all(liftoff_weights(gait, 0.1495, np.array([True, False, False, True]), 1e-3) == 1.0)
+
+
+def test_qp_inf_trots_on_rigid_ground_at_mu_inf_with_the_stance_qp(monkeypatch):
+    seconds = 4.5          # without the stance QP it fell at 4.0 s (1.0 m)
+    monkeypatch.setattr(seed003, "STANCE_QP_FOR", ("lcp_inf",))
+    before = run_case(Case("rigid", math.inf, "qp_inf"), seconds)
+    assert before["fell"] == 1.0
+    monkeypatch.undo()
+    out = run_case(Case("rigid", math.inf, "qp_inf"), seconds)
+    assert out["fell"] == 0.0 and out["force_err_pct"] < 2.0
+    # at mu 0.1 the feet slip: the stance QP (feet stuck) stays off there
+    monkeypatch.setattr(seed003, "NoSlipSplit", None)   # would raise if it were made
+    run_case(Case("rigid", 0.1, "qp_inf"), 0.05)
