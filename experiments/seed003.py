@@ -56,6 +56,7 @@ from servoloop.controller.wholebody.balance import BalanceCore
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
+from servoloop.experiments.seed003_distribute import NoSlipSplit
 from servoloop.experiments.seed003_fallback import ContactFallback
 from servoloop.experiments.seed003_pid import PaperPID
 
@@ -116,6 +117,21 @@ SWING_FROM_BASE = True
 #: lcp_inf at rigid mu = inf held them on 22 ticks and fell at 0.02 m).  Measured in
 #: BENCHMARKS.md's seed 003 section
 FAILED_TICK = "fallback"
+#: lcp_inf on rigid mu = inf (:mod:`experiments.seed003_distribute`; all off: the paper's
+#: LCP,inf, which fell at 0.08 m).  Alg. 2 loads one or two feet and the others float off
+#: by tenths of a millimetre; the load cannot go to them when a loaded foot lifts.
+#: CONSISTENT_QDD: first move qdd_des to the nearest joint acceleration with which the base's
+#: dynamics keeps every stance foot stuck and on the ground with pushing-only forces
+CONSISTENT_QDD = True
+#: DISTRIBUTE: of the no-slip ID's equally valid contact forces take the split of least
+#: weighted norm, a foot's weight rising over the last LIFTOFF_HORIZON_S of its stance
+DISTRIBUTE = True
+#: a tick whose no-slip set does not settle takes that stance QP's own answer (before
+#: FAILED_TICK's fallback)
+QP_ANSWERS_FAILED = True
+#: the controllers CONSISTENT_QDD applies to (DISTRIBUTE and QP_ANSWERS_FAILED: lcp_inf
+#: only).  qp_inf, rigid mu = inf, 10 s: without it falls at 1.0 m, with it trots (0.28 %)
+STANCE_QP_FOR = ("lcp_inf", "qp_inf")
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -275,6 +291,12 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         robot, dt, core.variant, mu_id, plane=core.plane,
         first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
     held = 0
+    dist = None
+    # the feet stuck is the no-slip assumption: rigid ground at mu = inf only (at mu 0.1 the
+    # feet slip and both *_inf controllers fall either way, as the paper's LCP,inf did)
+    if c in STANCE_QP_FOR and (DISTRIBUTE or CONSISTENT_QDD) and case.ground == "rigid" \
+            and math.isinf(case.mu):
+        dist = NoSlipSplit(robot, dt)
     # settle on the ground under a joint PD to the standing posture before the trot
     for _ in range(int(0.2 / dt)):
         plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
@@ -419,13 +441,19 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                 in_id |= sensed & (u_sw > 0.5)
             failed = core.failures
             qdd = joint_qdd(q_ref, dq_ref, qj, vj)
+            if dist is not None and CONSISTENT_QDD:
+                qdd = dist.consistent(q, v, qdd, in_id)
             with np.errstate(invalid="ignore"):   # mu = inf in the ID's diagnostics
                 tau = core.torques(q, v, qdd, in_id).copy()
             f_n = core.forces[:, 2]
             if core.failures != failed:
                 # the ID found no answer: the §4.5 nearest feasible one, not stale torques
                 held += 1
-                if fallback is not None:
+                if dist is not None and dist.answer is not None and QP_ANSWERS_FAILED and c == "lcp_inf":
+                    tau, f_n = dist.answer      # the stance QP's own no-slip answer
+                    dist.answered += 1
+                    held -= 1
+                elif fallback is not None:
                     M = np.array(core_cy.crba(model, data, q), dtype=float)
                     h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
                     try:
@@ -433,6 +461,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
                         held -= 1
                     except Exception:  # noqa: BLE001 - nothing answered: the held torques
                         pass
+            if dist is not None and DISTRIBUTE and c == "lcp_inf" and core.failures == failed:
+                tau, f_n = dist.split(q, v, tau, core.forces, in_id, planner.gait, k * dt - planner.stand_time)
             pred = np.zeros(len(robot.feet))
             rows = 0
             for j, f in enumerate(robot.feet):
@@ -474,7 +504,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     if pred_any:
         out["force_err_pct"] = 100.0 * acc["ferr"] / acc["fsum"] if acc["fsum"] > 0 else float("nan")
         out["id_failures"] = float(held)
-        out["id_fallbacks"] = float(0 if fallback is None else fallback.answered)
+        out["id_fallbacks"] = float((0 if fallback is None else fallback.answered)
+                                    + (0 if dist is None else dist.answered))
     out["distance_m"] = float(plant.q[0])
     return out
 

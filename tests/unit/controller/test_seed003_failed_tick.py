@@ -40,6 +40,9 @@ class _Checked(ContactFallback):
 
 def test_failed_no_slip_ticks_get_consistent_torques_not_stale_ones(monkeypatch):
     seconds = 1.0      # the stand and the first touchdowns (it falls at ~0.5 s either way)
+    # the paper's LCP,inf (without the stance QP and split of test_seed003_noslip_split.py)
+    for flag in ("CONSISTENT_QDD", "DISTRIBUTE", "QP_ANSWERS_FAILED"):
+        monkeypatch.setattr(seed003, flag, False)
     # before: FAILED_TICK = "hold" kept the previous torques on every such tick
     monkeypatch.setattr(seed003, "FAILED_TICK", "hold")
     held = run_case(Case("rigid", math.inf, "lcp_inf"), seconds)
