@@ -58,6 +58,7 @@ from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
 from servoloop.experiments.seed003_distribute import NoSlipSplit
 from servoloop.experiments.seed003_fallback import ContactFallback
+from servoloop.experiments.seed003_lag_loop import lagged_id_torques
 from servoloop.experiments.seed003_pid import PaperPID
 
 __all__ = ["CONTROLLERS", "EXTRA_CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
@@ -132,6 +133,12 @@ QP_ANSWERS_FAILED = True
 #: the controllers CONSISTENT_QDD applies to (DISTRIBUTE and QP_ANSWERS_FAILED: lcp_inf
 #: only).  qp_inf, rigid mu = inf, 10 s: without it falls at 1.0 m, with it trots (0.28 %)
 STANCE_QP_FOR = ("lcp_inf", "qp_inf")
+#: id_lag1/2's base acceleration (:func:`experiments.seed003_lag_loop.lagged_id_torques`):
+#: "dynamics", the paper's reduced form (digest §2: the base rows give the base's
+#: acceleration from the contact forces, here the fed-back ones, and the joint rows carry its
+#: coupling B^T a_b), or "zero" (the base taken as not accelerating, as before issue 11's lag
+#: round: the loop is unstable on a sticking contact, even fed the current step's forces)
+LAG_BASE = "dynamics"
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -415,20 +422,11 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
             integ += e * dt
             tau = kp_pid * e + kd_pid * (dq_ref - vj) + ki_pid * integ
         elif lag:
-            qdd = joint_qdd(q_ref, dq_ref, qj, vj)
-            M = np.array(core_cy.crba(model, data, q), dtype=float)
-            M[6:, 6:] += np.diag(robot.armature)
-            h = np.array(core_cy.nonlinear_effects(model, data, q, v), dtype=float)
-            core_cy.forward_kinematics(model, data, q)
-            gen = M @ qdd + h
             # ID(t_{i-lag}): f_hist[-1] is the previous step's force (the last one the
             # simulator reported); it read f_hist[-1 - lag], one tick older than named
             f_lag = f_hist[-lag]
-            for i in range(len(pts)):
-                if f_lag[i].any():
-                    J = robot.point_jacobian(q, int(pts.body[i]), pts.position[i], pts.radius[i])
-                    gen -= J.T @ f_lag[i]
-            tau = gen[6:].copy()
+            tau = lagged_id_torques(robot, data, q, v, joint_qdd(q_ref, dq_ref, qj, vj), f_lag, pts,
+                                    LAG_BASE)
             pred = np.array([f_lag[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
         else:
             # the ID's contacts: the planner's stance feet.  Adding the feet the simulator takes as

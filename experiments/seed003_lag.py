@@ -21,12 +21,16 @@ import numpy as np
 __all__ = ["force_loop_matrix"]
 
 
-def force_loop_matrix(robot, q, feet=None) -> np.ndarray:
+def force_loop_matrix(robot, q, feet=None, base: str = "zero") -> np.ndarray:
     """G (3k, 3k): the simulator's contact forces' change per change of the forces an
     ID(t-1) controller feeds back, for ``feet`` (indices, default every foot) stuck.
 
     robot : :class:`controller.wholebody.robot.WholeBodyRobot` (armature set to the plant's);
     q : (nq,) configuration.  Forces in world axes [N], per foot (x, y, z).
+    base : the ID's base acceleration (:func:`experiments.seed003_lag_loop.lagged_id_torques`):
+        "zero" gives the G above; "dynamics" (the base rows solved with the fed-back forces)
+        gives ``G = I - D^-1 J_b M_bb^-1 J_b^T``, eigenvalues in [0, 1] (``J_b M_bb^-1 J_b^T
+        <= D``: the Schur complement), 1 only for the internal forces.
     """
     from servoloop import core_cy
 
@@ -39,4 +43,9 @@ def force_loop_matrix(robot, q, feet=None) -> np.ndarray:
     Jj = J.copy()
     Jj[:, :6] = 0.0                          # the ID's J^T f enters the joint rows only
     D = J @ np.linalg.solve(M, J.T)          # the contacts' Delassus matrix (3k, 3k)
+    if base == "dynamics":
+        Jb = J[:, :6]
+        return np.eye(len(J)) - np.linalg.solve(D, Jb @ np.linalg.solve(M[:6, :6], Jb.T))
+    if base != "zero":
+        raise ValueError(f"force_loop_matrix base: {base!r}; choose zero or dynamics")
     return np.linalg.solve(D, J @ np.linalg.solve(M, Jj.T))
