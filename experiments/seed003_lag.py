@@ -12,6 +12,10 @@ with ``P_j`` keeping the joint rows (the ID subtracts the forces from the joint 
 only).  ``G = I - D^-1 J M^-1 P_b J^T`` (``P_b`` the base rows): an internal force (no
 base wrench) passes unchanged (eigenvalue 1), and a base-wrench error is corrected only by
 what the base's share of the motion gives back.  :func:`force_loop_matrix` builds G.
+
+That G is the ID with the base's acceleration taken as 0 (``seed003.LAG_BASE = "zero"``);
+with it solved from the fed-back forces (the paper's reduced form, the experiment's
+default) ``G = I - D^-1 J_b M_bb^-1 J_b^T``, eigenvalues in [0, 1] (``base="dynamics"``).
 """
 
 from __future__ import annotations

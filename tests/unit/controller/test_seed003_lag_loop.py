@@ -1,7 +1,10 @@
 """Seed 003, ID(t-1) at mu = inf: the lagged force loop at a sticking rigid contact is
 unstable by construction on our simulator (no frame, sign, point or unit bug): the
 simulator's one-step answer to a change of the fed-back forces is G times that change,
-and G has six eigenvalues at 1 (internal forces) and one above."""
+and G has six eigenvalues at 1 (internal forces) and one above.  This is the ID with the base
+taken as not accelerating (``force_loop_matrix``'s default, ``LAG_BASE = "zero"``); the
+experiment now uses the paper's reduced form, whose G has no eigenvalue above 1
+(test_seed003_lag_closed_loop.py)."""
 
 import math
 
