@@ -21,7 +21,8 @@ lcp_mu      contact ID, Coulomb LCP (Lemke)
 lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
 pid         the paper's: joint PID with the IDs' gains, operational-space PD on the
             swing feet, VIIP normal-force balance (:mod:`experiments.seed003_pid`)
-id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old
+id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old (the
+            base's acceleration from them, ``LAG_BASE``)
 id_lag2     the same, 2 ticks old
 ==========  ==============================================================
 
