@@ -21,7 +21,9 @@ params (all optional; defaults work on the built-in quadruped):
 - ``variant``: ``lcp_coulomb`` (default; the best measured, see
   BENCHMARKS.md), ``qp`` or ``lcp_noslip``;
 - ``mu``: friction coefficient the ID assumes (default 0.8; ``inf`` or a
-  number);
+  number; ``inf`` with ``lcp_noslip`` or ``qp`` only: Lemke's tableau of
+  ``lcp_coulomb`` takes a finite one).  ``lcp_noslip``'s forces are shared
+  among the stance feet (:mod:`controller.wholebody.force_split`);
 - ``feet``: link names (default: the links with contact geometry lowest at
   the posture);
 - ``height``: base height [m] (default: at the end of startup);
