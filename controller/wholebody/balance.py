@@ -178,6 +178,7 @@ class BalanceCore:
         self._vp = np.zeros(nv)                 # the velocity given to the contact ID
         feet = robot.feet
         counts = [len(f.points) for f in feet]
+        self._foot_counts = np.array(counts, dtype=np.intp)
         # the compiled tick (step 2 when self._normal; the stance plane and velocity always)
         self._kernel = BalanceKernel(
             robot.model, robot.data, [f.body for f in feet], np.cumsum([0] + counts[:-1]), counts,
@@ -337,10 +338,13 @@ class BalanceCore:
         NumPy on a handful of 18-column arrays, as the no-slip solve it follows (only
         ``lcp_noslip`` runs it; the other variants' tick is unchanged).
         """
-        r = self.robot
-        J, w = split_rows(r, q, stance, self.liftoff_weights)
-        if J.shape[0] == 0:
+        ms = self._kernel.ms
+        if ms == 0:
             return
+        # the stance points' rows the stance plane's step made at this q (foot order, the
+        # ID's contacts), and each point's foot weight
+        J = self._Js[:ms]
+        w = np.repeat(self.liftoff_weights[stance], self._foot_counts[stance])
         # no contact is held unloaded: on the stance plane a declared stance foot is on the
         # ground, and one the answer lets separate by microns (its row open) is the one
         # left floating when the loaded foot lifts (seed 003, BENCHMARKS.md); measured in the
@@ -399,17 +403,3 @@ def _plane_args(ground) -> dict:
         return {}
     return {"ground": ground, "baumgarte": 0.0, "margin": 1e-3}
 
-
-def split_rows(robot, q, stance, foot_weights):
-    """The stance points' world Jacobians (3k, nv) at ``q`` (foot order, the ID's contacts)
-    and their normal-force weights (k,) from the feet's ``foot_weights`` (feet,)."""
-    robot.kinematics(q)
-    rows, w = [], []
-    for j, f in enumerate(robot.feet):
-        if stance[j]:
-            for p in f.points:
-                rows.append(robot.point_jacobian(q, f.body, p, f.radius).copy())
-                w.append(foot_weights[j])
-    if not rows:
-        return np.zeros((0, robot.model.nv)), np.zeros(0)
-    return np.vstack(rows), np.array(w, dtype=float)
