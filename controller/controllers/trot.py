@@ -11,6 +11,10 @@ slewed at ``accel`` m/s^2).  The targets go to the same whole-body tick as
 params: every ``wbc`` parameter, plus ``speed_mps`` (default 0: trot in
 place; settable over the socket, |speed| <= 0.5 m/s), ``period`` [s],
 ``duty`` (0..1), ``step_height`` [m], ``accel`` [m/s^2].
+
+With ``variant: lcp_noslip`` the ID's forces are shared among the stance feet
+and a foot is unloaded over its last 30 ms before a planned lift-off
+(:mod:`controller.wholebody.force_split`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from servoloop.controller.controllers.base import _number
 from servoloop.controller.controllers.wbc import WbcController
 from servoloop.controller.errors import ControllerParamError
+from servoloop.controller.wholebody.force_split import liftoff_weights
 
 __all__ = ["TrotController"]
 
@@ -80,7 +85,12 @@ class TrotController(WbcController):
     def targets_for(self, t: float, q, v):
         if self._t0 is None:
             self._t0 = t
-        return self.planner.update(t - self._t0, q, v)
+        tg = self.planner.update(t - self._t0, q, v)
+        if self.core.variant == "lcp_noslip" and self.core.noslip_split:
+            # the no-slip split unloads a foot over its last 30 ms of stance (force_split)
+            liftoff_weights(self.planner.gait, t - self._t0 - self.planner.stand_time, tg.stance,
+                            self.ctx.dt, out=self.core.liftoff_weights)
+        return tg
 
     def status(self) -> dict:
         s = super().status()

@@ -21,7 +21,9 @@ params (all optional; defaults work on the built-in quadruped):
 - ``variant``: ``lcp_coulomb`` (default; the best measured, see
   BENCHMARKS.md), ``qp`` or ``lcp_noslip``;
 - ``mu``: friction coefficient the ID assumes (default 0.8; ``inf`` or a
-  number);
+  number; ``inf`` with ``lcp_noslip`` or ``qp`` only: Lemke's tableau of
+  ``lcp_coulomb`` takes a finite one).  ``lcp_noslip``'s forces are shared
+  among the stance feet (:mod:`controller.wholebody.force_split`);
 - ``feet``: link names (default: the links with contact geometry lowest at
   the posture);
 - ``height``: base height [m] (default: at the end of startup);
@@ -234,6 +236,18 @@ class WbcController(Controller):
                                        f"{', '.join(ID_VARIANTS)}")
         if "mu" in params:
             self._mu(params["mu"])
+        if "mu" in params or "variant" in params:
+            # the combination, with what is set now: Lemke's tableau takes no infinite friction
+            # (before: accepted, then every solve failed and the run faulted 50 ms in)
+            core = getattr(self, "core", None)
+            variant = params.get("variant", core.variant if core is not None
+                                 else getattr(self, "params", {}).get("variant", "lcp_coulomb"))
+            mu = self._mu(params["mu"]) if "mu" in params else (
+                core.mu if core is not None else self._mu(getattr(self, "params", {}).get("mu", 0.8)))
+            if variant == "lcp_coulomb" and math.isinf(mu):
+                raise ControllerParamError(
+                    f"{self.name}: mu = inf with variant lcp_coulomb (the Coulomb LCP needs a finite "
+                    "mu); use variant lcp_noslip (the mu = inf model) or qp, or a finite mu")
         for k in GAIN_KEYS:
             if k in params and not _number(params[k], f"{self.name}.{k}") >= 0:
                 raise ControllerParamError(f"{self.name}.{k} must be >= 0, got {params[k]}")

@@ -3,7 +3,9 @@
 ``controller/wholebody/balance.py``'s ``BalanceCore`` up to issue 11 (commit
 0b38359), kept so the compiled tick can be compared with it number for
 number (tests/unit/controller/test_balance_compiled.py).  Not used by the
-daemon.
+daemon.  Since issue 11's no-slip split (``force_split``) it shares the ``lcp_noslip``
+answer's forces the same way (:meth:`ReferenceBalanceCore._split`; weights in
+``liftoff_weights``, which the twin copies from the core each tick).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class ReferenceBalanceCore:
         self.forces = np.zeros((0, 3))
         self.failures = 0
         self.last_error = ""
+        self.liftoff_weights = np.ones(len(robot.feet))
         if plane not in ("stance", "world"):
             raise ValueError(f"BalanceCore.plane: {plane!r}; choose stance or world")
         self.plane = plane
@@ -223,6 +226,8 @@ class ReferenceBalanceCore:
                             armature=r.armature, warm=self._warm, **extra)
                 self.tau[:] = res.tau[r.idx]
                 self.forces = res.contact_forces
+                if extra:
+                    self._split(q, stance, np.array(res.tau))
                 return self.tau
             ws = entry[1]
             if ws is None:
@@ -252,10 +257,30 @@ class ReferenceBalanceCore:
             except Exception:  # noqa: BLE001
                 return self.tau
             self.tau[:] = self._tau_a[r.idx]
+            if extra:
+                self._split(q, stance, self._tau_a.copy())
             return self.tau
         self.tau[:] = self._tau_a[r.idx]
         self.forces = entry[2]
         return self.tau
+
+    def _split(self, q, stance, tau_m) -> None:
+        """The no-slip answer (torques ``tau_m`` in model order, :attr:`forces`) shared
+        among the stance feet by the least weighted norm (``force_split``)."""
+        from servoloop.controller.wholebody.force_split import split_forces
+
+        r = self.robot
+        r.kinematics(q)
+        pts = [(f, p, self.liftoff_weights[j]) for j, f in enumerate(r.feet) if stance[j]
+               for p in f.points]
+        if not pts:
+            return
+        J = np.vstack([r.point_jacobian(q, f.body, p, f.radius) for f, p, _ in pts])
+        new, delta = split_forces(J, self.forces, np.array([w for _, _, w in pts]))
+        if delta.any():
+            tau_m = tau_m - J[:, 6:].T @ delta.reshape(-1)
+            self.tau[:] = tau_m[r.idx]
+            self.forces = new
 
     def step(self, q, v, tg: Targets) -> np.ndarray:
         """One tick: joint torques (n,) [N m] for the targets (also in :attr:`tau`)."""

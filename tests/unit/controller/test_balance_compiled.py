@@ -39,17 +39,19 @@ class Twin:
         self.ref = ReferenceBalanceCore(robot, core.dt, core.variant, core.mu, core.gains, core.plane)
         self.core = core
         self.step = core.step
-        self.ticks = self.swing_ticks = 0
+        self.ticks = self.swing_ticks = self.lifting_weights = 0
         self.worst = {"tau": 0.0, "qdd": 0.0, "forces": 0.0}
         core.step = self
 
     def __call__(self, q, v, tg):
         self.ref.variant, self.ref.mu = self.core.variant, self.core.mu
+        self.ref.liftoff_weights[:] = self.core.liftoff_weights
         qr, vr = np.array(q), np.array(v)
         tgr = Targets(*(np.array(getattr(tg, k)) for k in Targets.__dataclass_fields__))
         tau_ref = self.ref.step(qr, vr, tgr).copy()
         tau = self.step(q, v, tg)
         self.ticks += 1
+        self.lifting_weights += int((self.core.liftoff_weights > 1.0).any())
         self.swing_ticks += int(not np.all(tg.stance))
         for key, a, b in (("tau", tau, tau_ref), ("qdd", self.core.qdd, self.ref.qdd),
                           ("forces", self.core.forces, self.ref.forces)):
@@ -94,6 +96,9 @@ def test_other_id_variants_match_the_oracle(variant):
     twin = Twin(rig.ctrl)
     rig.run(1.0)
     assert twin.swing_ticks > 300
+    if variant == "lcp_noslip":     # the split ran and was compared
+        assert rig.ctrl.core.splits > 500
+        assert twin.lifting_weights > 50       # ticks with a foot unloading before lift-off
     assert max(twin.worst.values()) <= REL, twin.worst
 
 
