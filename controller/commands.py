@@ -54,6 +54,9 @@ def _register_run(sub) -> None:
     p.add_argument("--duration", type=float, help="run for S seconds of loop time, then shut down")
     p.add_argument("--controller", help="controller name (overrides controller.name; params cleared "
                    "unless it is the config's own, but the robot's standing pose carries over)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a controller parameter (repeatable; VALUE is read as YAML: 0.1, inf, [a, b], "
+                        "{x: 0.1}); overrides the config's, e.g. --controller trot --param speed_mps=0.1")
     p.add_argument("--calibration", metavar="FILE",
                    help="a `servoloop calibrate` result (YAML): sets position_stiffness of the servos of its "
                         "model and pins the firmware gain it was made at (written at connect)")
@@ -102,12 +105,43 @@ def _load_cfg(args):
 
         over["controller"] = ControllerConfig(name=args.controller,
                                               params=_carried_pose(cfg, args.controller))
+    if getattr(args, "param", None):
+        from servoloop.controller.config import ControllerConfig
+
+        base = over.get("controller", cfg.controller)
+        over["controller"] = ControllerConfig(name=base.name,
+                                              params={**(base.params or {}), **_params_arg(args.param)})
     cfg = cfg.with_overrides(**over) if over else cfg
     if getattr(args, "calibration", None):
         from servoloop.controller.calibration_file import apply_calibration, load_calibration
 
         cfg = apply_calibration(cfg, load_calibration(args.calibration))
     return cfg
+
+
+def _params_arg(items) -> dict:
+    """``--param KEY=VALUE`` items -> {key: value}, each VALUE read as YAML.
+
+    Raises
+    ------
+    ConfigError
+        An item without ``=`` or a key, or a VALUE that is not YAML (the item is named).
+    """
+    import yaml
+
+    from servoloop.controller.errors import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--param {item!r}: expected KEY=VALUE, e.g. --param speed_mps=0.1")
+        try:
+            out[key] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--param {item!r}: VALUE is not YAML ({str(exc).splitlines()[0]})") from None
+    return out
 
 
 def _carried_pose(cfg, name: str) -> dict:

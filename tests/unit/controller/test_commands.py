@@ -89,3 +89,33 @@ def test_a_controller_named_on_the_command_line_keeps_the_robots_standing_pose(t
         assert cfg.controller.params == {key: pose}
     # a controller that takes no pose starts with no params
     assert _load_cfg(_run_args("--config", str(path), "--controller", "trajectory")).controller.params == {}
+
+
+def test_run_param_sets_controller_params_read_as_yaml():
+    from servoloop.controller.commands import _load_cfg
+
+    cfg = _load_cfg(_run_args("--robot", "quadruped", "--controller", "trot", "--param", "speed_mps=0.1",
+                              "--param", "mu=inf", "--param", "feet=[lf_foot_link, rh_foot_link]"))
+    assert cfg.controller.name == "trot"
+    given = {"speed_mps": 0.1, "mu": "inf", "feet": ["lf_foot_link", "rh_foot_link"]}
+    plain = _load_cfg(_run_args("--robot", "quadruped", "--controller", "trot")).controller.params
+    assert cfg.controller.params == {**plain, **given}       # the carried standing pose stays
+    # on the config's own controller: merged over its params (the later --param wins)
+    own = _load_cfg(_run_args("--robot", "quadruped"))
+    cfg = _load_cfg(_run_args("--robot", "quadruped", "--param", "x=1", "--param", "x=2"))
+    assert cfg.controller.name == own.controller.name
+    assert cfg.controller.params == {**(own.controller.params or {}), "x": 2}
+
+
+@pytest.mark.parametrize("item, says", [("speed_mps", "expected KEY=VALUE"), ("=1", "expected KEY=VALUE"),
+                                        ("speed_mps=[1,", "VALUE is not YAML")])
+def test_run_malformed_param_exits_2_naming_it(item, says, capsys):
+    assert main(["run", "--lockstep", "--controller", "trot", "--param", item, "--duration", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--param {item!r}" in err and says in err
+
+
+def test_run_unknown_param_exits_2_naming_the_key(capsys):
+    assert main(["run", "--lockstep", "--controller", "trot", "--param", "sped_mps=0.1", "--duration", "0.1",
+                 "--socket", "none", "--telemetry", "none"]) == 2
+    assert "unknown parameter 'sped_mps'" in capsys.readouterr().err
