@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CONTROLLERS", "StandLoop", "lagged_id_torques", "mode_summary"]
+__all__ = ["CONTROLLERS", "StandLoop", "applied_forces", "lagged_id_torques", "mode_summary"]
 
 #: the loops linearised: the two lagged IDs, the oracle ID(t) and the Coulomb LCP ID
 CONTROLLERS = ("id_lag1", "id_lag2", "oracle", "lcp_mu")
@@ -59,6 +59,43 @@ def lagged_id_torques(robot, data, q, v, qdd, forces, pts, base: str = "dynamics
     if base == "dynamics":
         a[:6] = np.linalg.solve(M[:6, :6], ext[:6] - h[:6] - M[:6, 6:] @ a[6:])
     return (M[6:] @ a + h[6:] - ext[6:]).copy()
+
+
+def applied_forces(robot, config, pts, q, v, v_next, recorded) -> np.ndarray:
+    """The contact forces (k, 3) [N], world axes, the compliant simulator applied over a step.
+
+    The simulator's step is linearly implicit in the contact's damping (and, at mu = inf,
+    in the tangential spring): ``(M + dt J^T D J) dv = dt (tau - h + J^T f)``, f the law's
+    force at the step's start, which is what it reports (``contact_forces``).  The force
+    that moved the robot over the step is ``f - D J dv``: the damper's force at the step's
+    end velocity and the spring's at its end position.  ``D`` per loaded point is
+    diag(c_t + dt k_t, c_t + dt k_t, c(depth)) (the law's anchored spring-damper and its
+    damping ramp), J the point's Jacobian at q.  Returned as they are: on rigid ground (its
+    forces are the step's impulses over dt), with ``config`` None, and under the stick-slip
+    law (no anchored spring; its implicit friction slope is not modelled here).
+
+    q (nq,), v (nv,) the state at the step's start, v_next (nv,) at its end, recorded
+    (k, 3) the simulator's ``contact_forces`` of that step; robot after nothing (its
+    kinematics are set here at q).
+    """
+    from servoloop.core_cy.contact.laws import damping_ramp
+
+    law = getattr(config, "law", None)
+    if config is None or config.mode != "compliant" or law.tangent_stiffness <= 0.0:
+        return recorded
+    out = np.array(recorded, dtype=float)
+    n = config.ground.unit_normal()
+    robot.kinematics(q)
+    dv = np.asarray(v_next, dtype=float) - np.asarray(v, dtype=float)
+    d_t = law.tangent_damping + config.dt * law.tangent_stiffness
+    for i in np.flatnonzero(out.any(axis=1)):
+        b = int(pts.body[i])
+        depth = float(pts.radius[i] - n @ (robot.point_world(b, pts.position[i]) - config.ground.point))
+        dvc = robot.point_jacobian(q, b, pts.position[i], pts.radius[i]) @ dv
+        dvn = n @ dvc
+        d_n = float(damping_ramp(law, depth)[0]) if out[i] @ n > 0.0 else 0.0
+        out[i] -= d_n * dvn * n + d_t * (dvc - dvn * n)
+    return out
 
 
 class StandLoop:
