@@ -108,10 +108,21 @@ class StandLoop:
     base : the lagged IDs' base acceleration, see :func:`lagged_id_torques`
     settle_with : the loop run to the operating point (the oracle assumes rigid stuck feet:
         on compliant ground settle with a lagged ID)
+    forces : the forces fed back, "applied" (over the step, :func:`applied_forces`) or
+        "recorded" (the simulator's ``contact_forces``); default ``seed003.LAG_FORCES``
+    lift : feet (indices into ``robot.feet``) whose reference is raised by ``LIFT_M`` after
+        the stand is settled, and ``lift_ticks`` ticks run with ``settle_with`` from there:
+        (1, 2) leaves the diagonal stance lf + rh, the trot's two-foot phase.  That is no
+        fixed point (the trunk tips about the stance diagonal): :meth:`jacobian` is then the
+        tick's map linearised at that state, frozen in time
     """
 
+    #: the lifted feet's reference height above where they stood [m] (the gait's 1.5 cm step)
+    LIFT_M = 0.015
+
     def __init__(self, ground: str = "rigid", mu: float = math.inf, settle: int = 400,
-                 base: str = "dynamics", settle_with: str = "oracle") -> None:
+                 base: str = "dynamics", settle_with: str = "oracle", forces: str | None = None,
+                 lift: tuple = (), lift_ticks: int = 40) -> None:
         from servoloop import core_cy
         from servoloop.controller.wholebody.robot import WholeBodyRobot
         from servoloop.controller.wholebody.trot_planner import TrotPlanner
@@ -141,10 +152,19 @@ class StandLoop:
         self._core = None
         self._ground = ground
         self.base = base
+        self.forces = seed003.LAG_FORCES if forces is None else forces
+        if self.forces not in ("applied", "recorded"):
+            raise ValueError(f"StandLoop forces: {self.forces!r}; choose applied or recorded")
         f = plant.contact_forces.copy()
         x = (plant.q.copy(), plant.v.copy(), [f, f])
         for _ in range(settle):
             x = self.step(x, settle_with)
+        if lift:
+            feet = feet.copy()
+            feet[list(lift), 2] += self.LIFT_M
+            self.q_ref = seed003._Reference(robot, x[0].copy()).solve(x[0][:3], x[0][3:7], feet).copy()
+            for _ in range(lift_ticks):
+                x = self.step(x, settle_with)
         self.x0 = x
 
     # the tick ---------------------------------------------------------------
@@ -158,7 +178,10 @@ class StandLoop:
         sim = self.plant.sim
         sim.set_state(q, v)
         self.plant.step(tau)
-        return sim.q.copy(), sim.v.copy(), self.plant.contact_forces.copy()
+        f = self.plant.contact_forces.copy()
+        if self.forces == "applied":
+            f = applied_forces(self.robot, sim.config, self.pts, q, v, sim.v, f)
+        return sim.q.copy(), sim.v.copy(), f
 
     def _tau(self, q, v, f):
         return lagged_id_torques(self.robot, self.data, q, v, self.qdd(q, v), f, self.pts, self.base)
