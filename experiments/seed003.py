@@ -22,7 +22,8 @@ lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
 pid         the paper's: joint PID with the IDs' gains, operational-space PD on the
             swing feet, VIIP normal-force balance (:mod:`experiments.seed003_pid`)
 id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old (the
-            base's acceleration from them, ``LAG_BASE``)
+            base's acceleration from them, ``LAG_BASE``; on compliant ground the forces
+            it applied over the step, ``LAG_FORCES``)
 id_lag2     the same, 2 ticks old
 ==========  ==============================================================
 
