@@ -22,7 +22,8 @@ lcp_inf     contact ID, no-slip LCP (the paper's LCP,inf)
 pid         the paper's: joint PID with the IDs' gains, operational-space PD on the
             swing feet, VIIP normal-force balance (:mod:`experiments.seed003_pid`)
 id_lag1     rigid-body ID with the simulator's exact contact forces 1 tick old (the
-            base's acceleration from them, ``LAG_BASE``)
+            base's acceleration from them, ``LAG_BASE``; on compliant ground the forces
+            it applied over the step, ``LAG_FORCES``)
 id_lag2     the same, 2 ticks old
 ==========  ==============================================================
 
@@ -59,7 +60,7 @@ from servoloop.controller.wholebody.trot_planner import TrotPlanner
 from servoloop.experiments.closed_loop import TorquePlant, builtin_urdf
 from servoloop.experiments.seed003_distribute import NoSlipSplit
 from servoloop.experiments.seed003_fallback import ContactFallback
-from servoloop.experiments.seed003_lag_loop import lagged_id_torques
+from servoloop.experiments.seed003_lag_loop import applied_forces, lagged_id_torques
 from servoloop.experiments.seed003_pid import PaperPID
 
 __all__ = ["CONTROLLERS", "EXTRA_CONTROLLERS", "GROUNDS", "MUS", "PAPER", "Case", "run_case", "run", "case_name"]
@@ -140,6 +141,12 @@ STANCE_QP_FOR = ("lcp_inf", "qp_inf")
 #: coupling B^T a_b), or "zero" (the base taken as not accelerating, as before issue 11's lag
 #: round: the loop is unstable on a sticking contact, even fed the current step's forces)
 LAG_BASE = "dynamics"
+#: the forces id_lag1/2 are fed on compliant ground: "applied" (what the simulator applied over
+#: the step: its step is linearly implicit in the contact's damper and tangential spring,
+#: :func:`experiments.seed003_lag_loop.applied_forces`) or "recorded" (its ``contact_forces``,
+#: the law at the step's start: the loop then feeds back the damper's force at the old
+#: velocity, and compliant mu = inf fell).  Rigid ground: the same either way
+LAG_FORCES = "applied"
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -298,6 +305,8 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     fallback = None if FAILED_TICK == "hold" else ContactFallback(
         robot, dt, core.variant, mu_id, plane=core.plane,
         first="coulomb" if FAILED_TICK == "coulomb" else "nearest")
+    if LAG_FORCES not in ("applied", "recorded"):
+        raise ValueError(f"seed003 LAG_FORCES: {LAG_FORCES!r}; choose applied or recorded")
     held = 0
     dist = None
     # the feet stuck is the no-slip assumption: rigid ground at mu = inf only (at mu 0.1 the
@@ -333,6 +342,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     pts = plant.sim.points
     lag = {"id_lag1": 1, "id_lag2": 2}.get(c, 0)
     f_hist = [np.zeros((len(pts), 3)) for _ in range(3)]
+    f_fed = [np.zeros((len(pts), 3)) for _ in range(3)]     # what id_lag1/2 are fed (LAG_FORCES)
     integ = np.zeros(robot.n)
     # pid_servo: the servo's stiffness and integral gain (20 N m/rad, 5 N m/(rad s): a position-mode
     # XM430 holds the stand with them), damped as the ID controllers' feedback is (critically,
@@ -425,7 +435,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         elif lag:
             # ID(t_{i-lag}): f_hist[-1] is the previous step's force (the last one the
             # simulator reported); it read f_hist[-1 - lag], one tick older than named
-            f_lag = f_hist[-lag]
+            f_lag = f_fed[-lag]
             tau = lagged_id_torques(robot, data, q, v, joint_qdd(q_ref, dq_ref, qj, vj), f_lag, pts,
                                     LAG_BASE)
             pred = np.array([f_lag[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
@@ -474,6 +484,9 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
         plant.step(tau)
         f_now = plant.contact_forces.copy()
         f_hist = f_hist[1:] + [f_now]
+        if lag:
+            f_fed = f_fed[1:] + [applied_forces(robot, plant.sim.config, pts, q, v, plant.v, f_now)
+                                 if LAG_FORCES == "applied" else f_now]
         if pred is not None:
             actual = np.array([f_now[foot_rows[j]:foot_rows[j + 1], 2].sum() for j in range(len(robot.feet))])
             acc["ferr"] += float(np.abs(pred - actual).sum())

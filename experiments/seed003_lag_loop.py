@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CONTROLLERS", "StandLoop", "lagged_id_torques", "mode_summary"]
+__all__ = ["CONTROLLERS", "StandLoop", "applied_forces", "lagged_id_torques", "mode_summary"]
 
 #: the loops linearised: the two lagged IDs, the oracle ID(t) and the Coulomb LCP ID
 CONTROLLERS = ("id_lag1", "id_lag2", "oracle", "lcp_mu")
@@ -61,6 +61,43 @@ def lagged_id_torques(robot, data, q, v, qdd, forces, pts, base: str = "dynamics
     return (M[6:] @ a + h[6:] - ext[6:]).copy()
 
 
+def applied_forces(robot, config, pts, q, v, v_next, recorded) -> np.ndarray:
+    """The contact forces (k, 3) [N], world axes, the compliant simulator applied over a step.
+
+    The simulator's step is linearly implicit in the contact's damping (and, at mu = inf,
+    in the tangential spring): ``(M + dt J^T D J) dv = dt (tau - h + J^T f)``, f the law's
+    force at the step's start, which is what it reports (``contact_forces``).  The force
+    that moved the robot over the step is ``f - D J dv``: the damper's force at the step's
+    end velocity and the spring's at its end position.  ``D`` per loaded point is
+    diag(c_t + dt k_t, c_t + dt k_t, c(depth)) (the law's anchored spring-damper and its
+    damping ramp), J the point's Jacobian at q.  Returned as they are: on rigid ground (its
+    forces are the step's impulses over dt), with ``config`` None, and under the stick-slip
+    law (no anchored spring; its implicit friction slope is not modelled here).
+
+    q (nq,), v (nv,) the state at the step's start, v_next (nv,) at its end, recorded
+    (k, 3) the simulator's ``contact_forces`` of that step; robot after nothing (its
+    kinematics are set here at q).
+    """
+    from servoloop.core_cy.contact.laws import damping_ramp
+
+    law = getattr(config, "law", None)
+    if config is None or config.mode != "compliant" or law.tangent_stiffness <= 0.0:
+        return recorded
+    out = np.array(recorded, dtype=float)
+    n = config.ground.unit_normal()
+    robot.kinematics(q)
+    dv = np.asarray(v_next, dtype=float) - np.asarray(v, dtype=float)
+    d_t = law.tangent_damping + config.dt * law.tangent_stiffness
+    for i in np.flatnonzero(out.any(axis=1)):
+        b = int(pts.body[i])
+        depth = float(pts.radius[i] - n @ (robot.point_world(b, pts.position[i]) - config.ground.point))
+        dvc = robot.point_jacobian(q, b, pts.position[i], pts.radius[i]) @ dv
+        dvn = n @ dvc
+        d_n = float(damping_ramp(law, depth)[0]) if out[i] @ n > 0.0 else 0.0
+        out[i] -= d_n * dvn * n + d_t * (dvc - dvn * n)
+    return out
+
+
 class StandLoop:
     """The experiment's tick on the four-foot stand, as a map of the state.
 
@@ -71,10 +108,21 @@ class StandLoop:
     base : the lagged IDs' base acceleration, see :func:`lagged_id_torques`
     settle_with : the loop run to the operating point (the oracle assumes rigid stuck feet:
         on compliant ground settle with a lagged ID)
+    forces : the forces fed back, "applied" (over the step, :func:`applied_forces`) or
+        "recorded" (the simulator's ``contact_forces``); default ``seed003.LAG_FORCES``
+    lift : feet (indices into ``robot.feet``) whose reference is raised by ``LIFT_M`` after
+        the stand is settled, and ``lift_ticks`` ticks run with ``settle_with`` from there:
+        (1, 2) leaves the diagonal stance lf + rh, the trot's two-foot phase.  That is no
+        fixed point (the trunk tips about the stance diagonal): :meth:`jacobian` is then the
+        tick's map linearised at that state, frozen in time
     """
 
+    #: the lifted feet's reference height above where they stood [m] (the gait's 1.5 cm step)
+    LIFT_M = 0.015
+
     def __init__(self, ground: str = "rigid", mu: float = math.inf, settle: int = 400,
-                 base: str = "dynamics", settle_with: str = "oracle") -> None:
+                 base: str = "dynamics", settle_with: str = "oracle", forces: str | None = None,
+                 lift: tuple = (), lift_ticks: int = 40) -> None:
         from servoloop import core_cy
         from servoloop.controller.wholebody.robot import WholeBodyRobot
         from servoloop.controller.wholebody.trot_planner import TrotPlanner
@@ -104,10 +152,19 @@ class StandLoop:
         self._core = None
         self._ground = ground
         self.base = base
+        self.forces = seed003.LAG_FORCES if forces is None else forces
+        if self.forces not in ("applied", "recorded"):
+            raise ValueError(f"StandLoop forces: {self.forces!r}; choose applied or recorded")
         f = plant.contact_forces.copy()
         x = (plant.q.copy(), plant.v.copy(), [f, f])
         for _ in range(settle):
             x = self.step(x, settle_with)
+        if lift:
+            feet = feet.copy()
+            feet[list(lift), 2] += self.LIFT_M
+            self.q_ref = seed003._Reference(robot, x[0].copy()).solve(x[0][:3], x[0][3:7], feet).copy()
+            for _ in range(lift_ticks):
+                x = self.step(x, settle_with)
         self.x0 = x
 
     # the tick ---------------------------------------------------------------
@@ -121,7 +178,10 @@ class StandLoop:
         sim = self.plant.sim
         sim.set_state(q, v)
         self.plant.step(tau)
-        return sim.q.copy(), sim.v.copy(), self.plant.contact_forces.copy()
+        f = self.plant.contact_forces.copy()
+        if self.forces == "applied":
+            f = applied_forces(self.robot, sim.config, self.pts, q, v, sim.v, f)
+        return sim.q.copy(), sim.v.copy(), f
 
     def _tau(self, q, v, f):
         return lagged_id_torques(self.robot, self.data, q, v, self.qdd(q, v), f, self.pts, self.base)
