@@ -86,8 +86,10 @@ class TrotController(WbcController):
         if self._t0 is None:
             self._t0 = t
         tg = self.planner.update(t - self._t0, q, v)
-        if self.core.variant == "lcp_noslip" and self.core.noslip_split:
-            # the no-slip split unloads a foot over its last 30 ms of stance (force_split)
+        core = self.core
+        if ((core.variant == "lcp_noslip" and core.noslip_split)
+                or (core.variant == "lcp_coulomb" and core.coulomb_split)):
+            # the split unloads a foot over its last 30 ms of stance (force_split)
             liftoff_weights(self.planner.gait, t - self._t0 - self.planner.stand_time, tg.stance,
                             self.ctx.dt, out=self.core.liftoff_weights)
         return tg

@@ -57,7 +57,7 @@ class Twin:
                           ("forces", self.core.forces, self.ref.forces)):
             self.worst[key] = max(self.worst[key], _close(a, b))
         assert _close(tau, tau_ref) <= REL, (self.ticks, tau, tau_ref)
-        assert self.core.failures == self.ref.failures
+        assert self.core.failures == self.ref.failures, (self.ticks, self.core.last_error, self.ref.last_error)
         return tau
 
 
