@@ -14,7 +14,8 @@ place; settable over the socket, |speed| <= 0.5 m/s), ``period`` [s],
 
 With ``variant: lcp_noslip`` the ID's forces are shared among the stance feet
 and a foot is unloaded over its last 30 ms before a planned lift-off
-(:mod:`controller.wholebody.force_split`).
+(:mod:`controller.wholebody.force_split`); with ``lcp_coulomb`` (the default, on
+point feet) its sticking contacts the same way, inside the friction cone.
 """
 
 from __future__ import annotations

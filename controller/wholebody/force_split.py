@@ -12,6 +12,10 @@ ID's accelerations, so :func:`split_forces` picks the one of least weighted norm
 of its stance, so its load goes to the feet that stay before it lifts.  The torques
 change by ``-J_j^T delta`` (the joint columns of the contact Jacobians).
 
+The Coulomb LCP's answer (``lcp_coulomb``) is as undistributed; its sticking contacts are
+shared the same way with ``mu`` (the forces kept inside the friction cone) and ``keep``
+(a sliding contact's force as the LCP gave it).
+
 The same step as ``experiments/seed003_distribute.py``, written anew for the daemon's
 stance-plane ID, where every declared stance foot is loaded (none held at zero for a row
 the answer leaves open: that is the foot left floating at the next lift-off).
