@@ -14,7 +14,8 @@ place; settable over the socket, |speed| <= 0.5 m/s), ``period`` [s],
 
 With ``variant: lcp_noslip`` the ID's forces are shared among the stance feet
 and a foot is unloaded over its last 30 ms before a planned lift-off
-(:mod:`controller.wholebody.force_split`).
+(:mod:`controller.wholebody.force_split`); with ``lcp_coulomb`` (the default, on
+point feet) its sticking contacts the same way, inside the friction cone.
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ class TrotController(WbcController):
         if self._t0 is None:
             self._t0 = t
         tg = self.planner.update(t - self._t0, q, v)
-        if self.core.variant == "lcp_noslip" and self.core.noslip_split:
-            # the no-slip split unloads a foot over its last 30 ms of stance (force_split)
+        core = self.core
+        if ((core.variant == "lcp_noslip" and core.noslip_split)
+                or (core.variant == "lcp_coulomb" and core.coulomb_split)):
+            # the split unloads a foot over its last 30 ms of stance (force_split)
             liftoff_weights(self.planner.gait, t - self._t0 - self.planner.stand_time, tg.stance,
                             self.ctx.dt, out=self.core.liftoff_weights)
         return tg

@@ -23,7 +23,8 @@ params (all optional; defaults work on the built-in quadruped):
 - ``mu``: friction coefficient the ID assumes (default 0.8; ``inf`` or a
   number; ``inf`` with ``lcp_noslip`` or ``qp`` only: Lemke's tableau of
   ``lcp_coulomb`` takes a finite one).  ``lcp_noslip``'s forces are shared
-  among the stance feet (:mod:`controller.wholebody.force_split`);
+  among the stance feet (:mod:`controller.wholebody.force_split`), and on point
+  feet ``lcp_coulomb``'s sticking ones, inside the cone ``mu``;
 - ``feet``: link names (default: the links with contact geometry lowest at
   the posture);
 - ``height``: base height [m] (default: at the end of startup);

@@ -12,6 +12,10 @@ ID's accelerations, so :func:`split_forces` picks the one of least weighted norm
 of its stance, so its load goes to the feet that stay before it lifts.  The torques
 change by ``-J_j^T delta`` (the joint columns of the contact Jacobians).
 
+The Coulomb LCP's answer (``lcp_coulomb``) is as undistributed; its sticking contacts are
+shared the same way with ``mu`` (the forces kept inside the friction cone) and ``keep``
+(a sliding contact's force as the LCP gave it).
+
 The same step as ``experiments/seed003_distribute.py``, written anew for the daemon's
 stance-plane ID, where every declared stance foot is loaded (none held at zero for a row
 the answer leaves open: that is the foot left floating at the next lift-off).
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LIFTOFF_HORIZON_S", "LIFTOFF_WEIGHT_MAX", "liftoff_weights", "split_forces"]
+__all__ = ["LIFTOFF_HORIZON_S", "LIFTOFF_WEIGHT_MAX", "cone_step", "liftoff_weights", "split_forces"]
 
 #: the last part of a foot's stance [s] over which its normal-force weight grows
 LIFTOFF_HORIZON_S = 0.03
@@ -56,7 +60,8 @@ def liftoff_weights(gait, t: float, stance, dt: float, horizon: float = LIFTOFF_
 
 
 def split_forces(J: np.ndarray, forces: np.ndarray, weights: np.ndarray,
-                 open_: np.ndarray | None = None, iters: int = 8):
+                 open_: np.ndarray | None = None, iters: int = 8, mu: float | None = None,
+                 keep: np.ndarray | None = None):
     """Forces (k, 3) [N, world] of least weighted norm with the base wrench of ``forces``.
 
     Parameters
@@ -65,6 +70,15 @@ def split_forces(J: np.ndarray, forces: np.ndarray, weights: np.ndarray,
     forces : (k, 3) the ID's contact forces [N]
     weights : (k,) normal-force weights (tangential ones are 1)
     open_ : (k,) bool or None, contacts that stay unloaded
+    mu : float or None, friction bound (the ``lcp_coulomb`` answer's split): every contact's
+        force stays inside the cone ``|f_t| <= mu f_n`` (world z the normal).  A contact the
+        split puts outside is held at its nearest force on the cone and the others solved
+        again; whatever is still outside then is settled by taking the answer ``s`` of the way
+        from ``forces`` (inside the cone) to that split, ``s`` in [0, 1] the largest that keeps
+        every contact inside (the cone is convex and both ends have the wrench, so every
+        point between does).
+    keep : (k,) bool or None, contacts whose force stays as given (a sliding foot's, on the
+        cone's edge); the others share the rest of the wrench
 
     Returns
     -------
@@ -78,13 +92,53 @@ def split_forces(J: np.ndarray, forces: np.ndarray, weights: np.ndarray,
     if k == 0:
         return forces.copy(), np.zeros_like(forces)
     A = J[:, :6].T                                   # (6, 3k): forces -> base wrench
-    b = A @ forces.reshape(-1)
+    f0 = forces.reshape(-1)
+    wrench = A @ f0
+    tol = 1e-6 * max(1.0, float(np.abs(wrench).max()))
     wdiag = np.ones(3 * k)
     wdiag[2::3] = weights
     free = np.ones(3 * k, dtype=bool)
     if open_ is not None:
         free[np.repeat(np.asarray(open_, dtype=bool), 3)] = False
-    x = np.zeros(3 * k)
+    held = np.zeros(k, dtype=bool) if keep is None else np.array(keep, dtype=bool)
+    fixed = f0.copy()                   # the held contacts' forces (as given, or projected)
+    bounded = mu is not None and np.isfinite(mu)
+    best = None
+    # a contact the split puts outside the cone is held at its nearest force on the cone and
+    # the others solved again (at most once per contact)
+    for _ in range(k + 1 if bounded else 1):
+        h3 = np.repeat(held, 3)
+        x = _least_norm(A, wdiag, free & ~h3, wrench - A[:, h3] @ fixed[h3], iters)
+        x[h3] = fixed[h3]
+        if x[2::3].min() < -1e-9 or np.abs(A @ x - wrench).max() > tol:
+            break
+        best = x
+        if not bounded:
+            break
+        f = x.reshape(k, 3)
+        ft = np.sqrt(f[:, 0] ** 2 + f[:, 1] ** 2)
+        out = ~held & (ft > mu * f[:, 2] * (1.0 + 1e-9) + 1e-12)
+        if not out.any():
+            break
+        fixed.reshape(k, 3)[out] = _onto_cone(f[out], ft[out], mu)
+        held |= out
+    if best is None:
+        return forces.copy(), np.zeros_like(forces)
+    new = best.reshape(k, 3)
+    delta = new - forces
+    if bounded:
+        s = cone_step(forces, delta, mu)
+        if s < 1.0:
+            delta *= s
+            new = forces + delta
+    return new, delta
+
+
+def _least_norm(A, wdiag, free, b, iters) -> np.ndarray:
+    """(3k,) the least ``x^T W x`` with ``A x = b`` over the ``free`` entries (others 0), a
+    normal force that comes out negative held at zero and the rest solved again."""
+    free = free.copy()
+    x = np.zeros(A.shape[1])
     for _ in range(iters):
         x[:] = 0.0
         idx = np.flatnonzero(free)
@@ -101,8 +155,59 @@ def split_forces(J: np.ndarray, forces: np.ndarray, weights: np.ndarray,
             break
         worst = neg[np.argmin(x[3 * neg + 2])]
         free[3 * worst:3 * worst + 3] = False
-    new = x.reshape(k, 3)
-    if (np.any(new[:, 2] < -1e-9)
-            or np.abs(A @ x - b).max() > 1e-6 * max(1.0, float(np.abs(b).max()))):
-        return forces.copy(), np.zeros_like(forces)
-    return new, new - forces
+    return x
+
+
+def _onto_cone(f: np.ndarray, ft: np.ndarray, mu: float) -> np.ndarray:
+    """(m, 3) the nearest forces on the cone ``|f_t| <= mu f_n`` to ``f`` (m, 3), outside it
+    (``ft`` (m,) their tangential norms)."""
+    # the ray through f's tangential direction at slope mu: f_n' = (f_n + mu |f_t|) / (1 + mu^2)
+    fn = np.maximum((f[:, 2] + mu * ft) / (1.0 + mu * mu), 0.0)
+    out = np.empty_like(f)
+    scale = np.where(ft > 0.0, mu * fn / np.where(ft > 0.0, ft, 1.0), 0.0)
+    out[:, 0] = f[:, 0] * scale
+    out[:, 1] = f[:, 1] * scale
+    out[:, 2] = fn
+    return out
+
+
+def cone_step(forces: np.ndarray, delta: np.ndarray, mu: float) -> float:
+    """The largest ``s`` in [0, 1] with every ``forces + s' delta`` (k, 3) [N] inside the cone
+    ``|f_t| <= mu f_n`` for all ``s'`` in [0, s] (contacts with ``delta`` 0 aside); 0 when a
+    moved contact of ``forces`` is on the edge or outside and ``delta`` leads out.
+
+    Per contact ``g(s) = mu^2 f_n(s)^2 - |f_t(s)|^2`` is a quadratic; a contact whose end
+    (``s = 1``) is inside the cone (``f_n >= 0``, ``g >= 0``) never binds (the cone is convex);
+    for the others the step ends at ``g``'s first root after 0.
+    """
+    fn0, dn = forces[:, 2], delta[:, 2]
+    m2 = mu * mu
+    fn1 = fn0 + dn
+    ft1 = forces[:, :2] + delta[:, :2]
+    # a contact the step leaves alone (held: a sliding one, on the edge) does not bind
+    moved = (delta != 0.0).any(axis=1)
+    out = moved & ((fn1 < 0.0) | (m2 * fn1 * fn1 < (ft1 * ft1).sum(axis=1)))
+    if not out.any():
+        return 1.0
+    s = 1.0
+    for i in np.flatnonzero(out):
+        ft, dt = forces[i, :2], delta[i, :2]
+        c = m2 * fn0[i] ** 2 - ft @ ft
+        if fn0[i] < 0.0 or c <= 0.0:        # on the edge (or outside) already: no step
+            return 0.0
+        a = m2 * dn[i] ** 2 - dt @ dt
+        b = 2.0 * (m2 * fn0[i] * dn[i] - ft @ dt)
+        # g(0) = c > 0 and g or f_n < 0 at 1: the first root in (0, 1]
+        if abs(a) < 1e-12 * max(abs(b), c):
+            r = -c / b if b < 0.0 else 1.0
+        else:
+            disc = max(b * b - 4.0 * a * c, 0.0)
+            sq = np.sqrt(disc)
+            # the roots, without cancellation: q = -(b + sign(b) sqrt), roots q / a and c / q
+            qv = -0.5 * (b + np.copysign(sq, b))
+            roots = [rt for rt in ((qv / a) if a != 0.0 else np.inf, (c / qv) if qv != 0.0 else np.inf)
+                     if rt > 0.0]
+            r = min(roots) if roots else 1.0
+        s = min(s, r)
+    # just inside the edge: rounding must not put the force out
+    return max(0.0, s * (1.0 - 1e-9))

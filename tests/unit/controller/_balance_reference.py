@@ -4,11 +4,14 @@
 0b38359), kept so the compiled tick can be compared with it number for
 number (tests/unit/controller/test_balance_compiled.py).  Not used by the
 daemon.  Since issue 11's no-slip split (``force_split``) it shares the ``lcp_noslip``
-answer's forces the same way (:meth:`ReferenceBalanceCore._split`; weights in
+answer's forces the same way, and the ``lcp_coulomb`` answer's sticking ones inside the cone (point feet)
+(:meth:`ReferenceBalanceCore._split`; weights in
 ``liftoff_weights``, which the twin copies from the core each tick).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy.linalg.lapack import dposv as _dposv
@@ -262,11 +265,16 @@ class ReferenceBalanceCore:
             return self.tau
         self.tau[:] = self._tau_a[r.idx]
         self.forces = entry[2]
+        if extra and self.variant == "lcp_coulomb" and all(len(f.points) == 1 for f in r.feet):
+            # the Coulomb answer's sticking contacts shared too, inside the cone mu
+            self._split(q, stance, self._tau_a.copy(), self.mu)
         return self.tau
 
-    def _split(self, q, stance, tau_m) -> None:
-        """The no-slip answer (torques ``tau_m`` in model order, :attr:`forces`) shared
-        among the stance feet by the least weighted norm (``force_split``)."""
+    def _split(self, q, stance, tau_m, mu=None) -> None:
+        """The answer (torques ``tau_m`` in model order, :attr:`forces`) shared among the
+        stance feet by the least weighted norm (``force_split``); with ``mu`` (the Coulomb
+        LCP's answer) only the contacts that stick (tangential force under ``mu`` f_n, or no
+        load), inside the cone."""
         from servoloop.controller.wholebody.force_split import split_forces
 
         r = self.robot
@@ -276,7 +284,14 @@ class ReferenceBalanceCore:
         if not pts:
             return
         J = np.vstack([r.point_jacobian(q, f.body, p, f.radius) for f, p, _ in pts])
-        new, delta = split_forces(J, self.forces, np.array([w for _, _, w in pts]))
+        keep = None
+        if mu is not None:
+            f = self.forces
+            sliding = [fz > 1e-9 and math.hypot(fx, fy) >= mu * (1.0 - 1e-6) * fz for fx, fy, fz in f]
+            if all(sliding):
+                return
+            keep = np.array(sliding)
+        new, delta = split_forces(J, self.forces, np.array([w for _, _, w in pts]), mu=mu, keep=keep)
         if delta.any():
             tau_m = tau_m - J[:, 6:].T @ delta.reshape(-1)
             self.tau[:] = tau_m[r.idx]

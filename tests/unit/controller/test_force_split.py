@@ -15,6 +15,7 @@ from servoloop.controller.errors import ControllerParamError
 from servoloop.controller.wholebody.force_split import (
     LIFTOFF_HORIZON_S,
     LIFTOFF_WEIGHT_MAX,
+    cone_step,
     liftoff_weights,
     split_forces,
 )
@@ -94,3 +95,39 @@ def test_mu_inf_with_the_coulomb_lcp_is_a_clear_param_error(name):
     with pytest.raises(ControllerParamError, match="lcp_coulomb"):
         ok.check_params({"variant": "lcp_coulomb"})          # the other way round
     ok.check_params({"variant": "qp"})
+
+
+
+
+def test_a_friction_bound_keeps_the_shared_forces_in_the_cone_and_held_ones_as_given(stand):
+    J, forces, w = stand
+    start, _ = split_forces(J, forces, w)                  # every foot loaded, inside a cone mu
+    wrench = J[:, :6].T @ start.reshape(-1)
+    mu = 1.5 * (np.hypot(start[:, 0], start[:, 1]) / start[:, 2]).max()
+    heavy = w.copy()
+    heavy[0] = LIFTOFF_WEIGHT_MAX                          # foot 0 about to lift: unload it
+    unbounded, _ = split_forces(J, start, heavy)
+    # unbounded, the unloaded foot keeps its share of the tangential force: out of the cone
+    assert np.hypot(unbounded[0, 0], unbounded[0, 1]) > mu * unbounded[0, 2]
+    new, delta = split_forces(J, start, heavy, mu=mu)
+    np.testing.assert_allclose(new - start, delta)
+    np.testing.assert_allclose(J[:, :6].T @ new.reshape(-1), wrench, atol=1e-6 * np.abs(wrench).max())
+    assert np.all(np.hypot(new[:, 0], new[:, 1]) <= mu * new[:, 2] * (1 + 1e-9) + 1e-12)
+    assert new[0, 2] < 0.5 * start[0, 2]                   # its load still went to the others
+    # a held contact (a sliding foot's) keeps its force; the others take the rest
+    keep = np.array([False, True, False, False])
+    held, d = split_forces(J, start, heavy, mu=mu, keep=keep)
+    assert np.array_equal(held[keep], start[keep]) and not d[keep].any()
+    np.testing.assert_allclose(J[:, :6].T @ held.reshape(-1), wrench, atol=1e-6 * np.abs(wrench).max())
+    assert np.all(np.hypot(held[:, 0], held[:, 1]) <= mu * held[:, 2] * (1 + 1e-9) + 1e-12)
+
+def test_cone_step_stops_at_the_edge():
+    f = np.array([[0.0, 0.0, 10.0], [1.0, 0.0, 10.0]])
+    d = np.array([[20.0, 0.0, 0.0], [0.0, 0.0, 0.0]])      # pushes the first 20 N sideways
+    s = cone_step(f, d, 0.5)                                 # edge at 5 N: a quarter of the way
+    assert s == pytest.approx(0.25, rel=1e-6) and s <= 0.25
+    assert cone_step(f, 0.1 * d, 0.5) == 1.0                 # 2 N: inside all the way
+    assert cone_step(np.array([[0.0, 0.0, 0.0]]), np.array([[1.0, 0.0, 0.5]]), 0.5) == 0.0
+    # leaving through the apex (the normal force crossing zero) stops there
+    s = cone_step(np.array([[0.0, 0.0, 1.0]]), np.array([[0.0, 0.0, -4.0]]), 0.5)
+    assert s == pytest.approx(0.25, rel=1e-6)
