@@ -35,6 +35,7 @@ GAIT_RANGES = {"speed_mps": (-0.5, 0.5), "period": (0.1, 2.0), "duty": (0.5, 0.9
 class TrotController(WbcController):
     name = "trot"
     param_keys = WbcController.param_keys + tuple(GAIT_RANGES)
+    LOAD_SPLIT = True
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)

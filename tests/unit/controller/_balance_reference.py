@@ -265,7 +265,8 @@ class ReferenceBalanceCore:
             return self.tau
         self.tau[:] = self._tau_a[r.idx]
         self.forces = entry[2]
-        if extra and self.variant == "lcp_coulomb" and all(len(f.points) == 1 for f in r.feet):
+        if (extra and self.variant == "lcp_coulomb" and getattr(self, "coulomb_split", True)
+                and all(len(f.points) == 1 for f in r.feet)):
             # the Coulomb answer's sticking contacts shared too, inside the cone mu
             self._split(q, stance, self._tau_a.copy(), self.mu)
         return self.tau

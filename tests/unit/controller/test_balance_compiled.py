@@ -37,6 +37,7 @@ class Twin:
         robot = WholeBodyRobot(r.model, r.contacts, r.joint_names, [f.link for f in r.feet],
                                r.armature[r.idx])
         self.ref = ReferenceBalanceCore(robot, core.dt, core.variant, core.mu, core.gains, core.plane)
+        self.ref.coulomb_split = core.coulomb_split     # the controller's load_split
         self.core = core
         self.step = core.step
         self.ticks = self.swing_ticks = self.lifting_weights = 0
@@ -61,7 +62,8 @@ class Twin:
         return tau
 
 
-@pytest.mark.parametrize("controller, params", [("wbc", {}), ("trot", {"speed_mps": 0.2})])
+@pytest.mark.parametrize("controller, params", [("wbc", {}), ("wbc", {"load_split": True}),
+                                                ("trot", {"speed_mps": 0.2})])
 def test_compiled_tick_matches_the_numpy_oracle_on_the_quadruped(controller, params):
     rig = Rig("quadruped", controller, params)
     rig.run(0.01)                                  # the run begins: the core exists
@@ -74,6 +76,7 @@ def test_compiled_tick_matches_the_numpy_oracle_on_the_quadruped(controller, par
         assert rig.ctrl.core.splits > 100           # the Coulomb answer's split was compared
     else:
         assert abs(rig.plant.q[2] - rig.z0) < 0.005
+        assert (rig.ctrl.core.splits > 1000) is bool(params.get("load_split"))
     assert max(twin.worst.values()) <= REL, twin.worst
 
 

@@ -131,3 +131,15 @@ def test_cone_step_stops_at_the_edge():
     # leaving through the apex (the normal force crossing zero) stops there
     s = cone_step(np.array([[0.0, 0.0, 1.0]]), np.array([[0.0, 0.0, -4.0]]), 0.5)
     assert s == pytest.approx(0.25, rel=1e-6)
+
+
+def test_load_split_is_on_for_trot_off_for_wbc_and_a_config_only_boolean():
+    trot = Rig("quadruped", "trot", {}).ctrl
+    wbc = Rig("quadruped", "wbc", {}).ctrl
+    assert trot.core.coulomb_split and not wbc.core.coulomb_split
+    assert Rig("quadruped", "wbc", {"load_split": True}).ctrl.core.coulomb_split
+    assert not Rig("quadruped", "trot", {"load_split": False}).ctrl.core.coulomb_split
+    with pytest.raises(ControllerParamError, match="load_split: expected true or false"):
+        wbc.check_params({"load_split": "yes"}, initial=True)
+    with pytest.raises(ControllerParamError, match="load_split can only be set in the config"):
+        wbc.check_params({"load_split": True})
