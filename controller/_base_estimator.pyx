@@ -100,7 +100,7 @@ cdef class BaseKernel:
     cdef double gain, dt, h, vz_max, acc, rp, rv
     cdef double[::1] q, v, p, vel, quat, omega, sole
     cdef double[:, ::1] R, r, vrel, anchor
-    cdef unsigned char[::1] stance, lifted
+    cdef unsigned char[::1] stance, lifted, cand, fast
     cdef double[::1] ground
     cdef double lift, land, alpha
     cdef double P[3]
@@ -141,6 +141,8 @@ cdef class BaseKernel:
         self.q, self.v, self.R, self.p, self.vel, self.quat, self.omega = q, v, R, p, vel, quat, omega
         self.r, self.vrel, self.anchor, self.stance, self.sole = r, vrel, anchor, stance, sole
         self.ground, self.lifted = ground, lifted
+        # the contact test's per-foot scratch (made once: a tick allocates nothing)
+        self.cand, self.fast = bytearray(self.nf), bytearray(self.nf)
         self.P[0], self.P[1], self.P[2] = 1.0, 0.0, 1.0
         self.lowest = 0.0
         self.has_quat = self.bound = self.outputs = False
@@ -320,9 +322,9 @@ cdef class BaseKernel:
 
     cdef void _contacts(self) noexcept nogil:
         cdef double low = self.lowest     # the lowest point of the robot is on the ground
-        cdef double h = self.h, vz0 = self.vel[2], above, vz, rel, zw
+        cdef double h = self.h, vmax = self.vz_max, above, vx, vy, vz, rel, zw
         cdef double t[2]
-        cdef bint st, now
+        cdef bint st, now, any_slow = False
         cdef Py_ssize_t i
         for i in range(self.nf):
             st = self.stance[i] != 0
@@ -331,9 +333,13 @@ cdef class BaseKernel:
             rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
-            vz = vz0 + (self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1]
-                        + self.R[2, 2] * self.vrel[i, 2])
-            now = above < (1.5 * h if st else h) and fabs(vz) < self.vz_max
+            vx = self.vel[0] + (self.R[0, 0] * self.vrel[i, 0] + self.R[0, 1] * self.vrel[i, 1]
+                                + self.R[0, 2] * self.vrel[i, 2])
+            vy = self.vel[1] + (self.R[1, 0] * self.vrel[i, 0] + self.R[1, 1] * self.vrel[i, 1]
+                                + self.R[1, 2] * self.vrel[i, 2])
+            vz = self.vel[2] + (self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1]
+                                + self.R[2, 2] * self.vrel[i, 2])
+            now = above < (1.5 * h if st else h) and fabs(vz) < vmax
             # sharper, against the foot's own stance height (its estimated world z, filtered
             # while it stands: a static attitude or kinematic error cancels, and it does not
             # jump when another foot becomes the lowest point): it lifts off when it rises
@@ -343,6 +349,16 @@ cdef class BaseKernel:
                 now = now and rel < self.lift
             elif self.lifted[i]:
                 now = now and (rel < self.land or above < self.land)
+            self.fast[i] = vx * vx + vy * vy >= vmax * vmax
+            self.cand[i] = now
+            any_slow = any_slow or (now and not self.fast[i])
+        for i in range(self.nf):
+            st = self.stance[i] != 0
+            # nor moving fast horizontally (a trot's swing foot skims the ground at ~1 m/s
+            # within the height band), unless that leaves no foot down: the velocity
+            # estimate itself may be off then, and only the feet correct it
+            now = self.cand[i] != 0 and not (any_slow and self.fast[i])
+            zw = self.p[2] + self.sole[i]
             if now and st:
                 self.ground[i] += self.alpha * (zw - self.ground[i])
             elif now:              # touch-down: remember where (world x, y) and how high

@@ -196,34 +196,46 @@ class ReferenceEstimator:
         low = self._lowest          # the lowest point of the robot is on the ground
         h = self.contact_height
         st = self._stance
-        Rz, vz_max = self.R[2], self.contact_speed
-        sole, vz0 = self._sole.tolist(), float(self.v[2])
+        R, v_max = self.R, self.contact_speed
+        sole = self._sole.tolist()
+        v0, v1, v2 = (float(x) for x in self.v)
         lift = self.contact_lift
         land = 0.5 * lift
-        for i in range(len(st)):
+        nf = len(st)
+        now, fast = [False] * nf, [False] * nf
+        for i in range(nf):
             above = sole[i] - low
             zw = float(self.p[2]) + sole[i]
             rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
-            vz = vz0 + Rz @ self.feet[i].vrel
-            now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
+            u = R @ self.feet[i].vrel
+            vx, vy, vz = v0 + u[0], v1 + u[1], v2 + u[2]
+            ok = above < (1.5 * h if st[i] else h) and abs(vz) < v_max
             # the sharper rule (the compiled estimator's): lift-off and landing against the
             # foot's own stance height
             if st[i]:
-                now = now and rel < lift
+                ok = ok and rel < lift
             elif self.lifted[i]:
-                now = now and (rel < land or above < land)
-            if now and st[i]:
+                ok = ok and (rel < land or above < land)
+            now[i] = ok
+            fast[i] = vx * vx + vy * vy >= v_max * v_max
+        # nor moving fast horizontally (a skimming swing foot), unless that leaves no foot
+        # down (the velocity estimate itself may be off then: the feet correct it)
+        if any(now[i] and not fast[i] for i in range(nf)):
+            now = [now[i] and not fast[i] for i in range(nf)]
+        for i in range(nf):
+            zw = float(self.p[2]) + sole[i]
+            if now[i] and st[i]:
                 self.ground[i] += self._alpha * (zw - self.ground[i])
-            elif now:                 # touch-down: remember where (world x, y) and how high
+            elif now[i]:              # touch-down: remember where (world x, y) and how high
                 f = self.feet[i]
                 np.dot(self.R, f.r, out=self._tmp)
                 f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
                 self.ground[i] = zw
             elif st[i]:
                 self.lifted[i] = True
-            st[i] = now
+            st[i] = now[i]
 
     def _predict(self, dt: float) -> None:
         a = self._tmp
