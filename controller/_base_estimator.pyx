@@ -82,7 +82,8 @@ cdef class BaseKernel:
     stance_tau : s, time constant of each foot's stance height (tracked while it stands)
     q, v : (nq,), (nv,) FK inputs (q neutral); R : (3, 3) base -> world;
     p, vel : (3,) world position, velocity; quat : (4,) x, y, z, w; omega : (3,) rad/s base frame
-    r, vrel : (nf, 3) foot points and velocities rel. base, base axes; anchor : (nf, 2) touch-down x, y
+    r, vrel : (nf, 3) foot points, and their soles' contact point velocities, rel. base, base axes;
+        anchor : (nf, 2) touch-down x, y (moved with a rolling sole)
     stance : (nf,) uint8 (a view of the bool array); sole : (nf,) sole heights rel. base, world z
     ground : (nf,) m, each foot's sole world height while it stood (filtered)
     lifted : (nf,) uint8, the foot has left stance since the start (it then lands by ``ground``)
@@ -99,7 +100,7 @@ cdef class BaseKernel:
     cdef double mount_inv[4]
     cdef double gain, dt, h, vz_max, acc, rp, rv
     cdef double[::1] q, v, p, vel, quat, omega, sole
-    cdef double[:, ::1] R, r, vrel, anchor
+    cdef double[:, ::1] R, r, vrel, anchor, roll
     cdef unsigned char[::1] stance, lifted, cand, fast
     cdef double[::1] ground
     cdef double lift, land, alpha
@@ -143,6 +144,8 @@ cdef class BaseKernel:
         self.ground, self.lifted = ground, lifted
         # the contact test's per-foot scratch (made once: a tick allocates nothing)
         self.cand, self.fast = bytearray(self.nf), bytearray(self.nf)
+        import numpy as np
+        self.roll = np.zeros((self.nf, 2))
         self.P[0], self.P[1], self.P[2] = 1.0, 0.0, 1.0
         self.lowest = 0.0
         self.has_quat = self.bound = self.outputs = False
@@ -271,13 +274,29 @@ cdef class BaseKernel:
                 low = z
         return low + dot3(Rz, d.op + 3 * body)
 
+    cdef int _lowest_k(self, int body, const double* Rz, int k0, int k1) noexcept nogil:
+        """Index (into the feet's points) of a foot's lowest point, radius included."""
+        cdef const double* oR = self.data.c.oR + 9 * body
+        cdef double w[3]
+        cdef double z, low = 0.0
+        cdef int j, k, kl = k0
+        for j in range(3):          # Rz @ oR: the body axes' world z components
+            w[j] = Rz[0] * oR[j] + Rz[1] * oR[3 + j] + Rz[2] * oR[6 + j]
+        for k in range(k0, k1):
+            z = self.pts[k, 0] * w[0] + self.pts[k, 1] * w[1] + self.pts[k, 2] * w[2] - self.rad[k]
+            if k == k0 or z < low:
+                low, kl = z, k
+        return kl
+
     cdef void _legs(self) noexcept nogil:
-        """Foot positions / velocities rel. base and sole heights (world z rel. base)."""
+        """Foot positions, their soles' velocities rel. base, sole heights (world z rel. base)."""
         cdef const ModelC* m = &self.model.c
         cdef DataC* d = &self.data.c
         cdef Py_ssize_t i
-        cdef int b
+        cdef int b, kl
         cdef double Rz[3]
+        cdef double c[3]
+        cdef double e[3]
         cdef const double* oR
         cdef const double* op
         cdef const double* s
@@ -299,11 +318,25 @@ cdef class BaseKernel:
             self.r[i, 0], self.r[i, 1], self.r[i, 2] = r0, r1, r2
             self.sole[i] = self._lowest_point(b, Rz, &self.pts[0, 0], &self.rad[0], self.foot_start[i],
                                               self.foot_start[i + 1])
-            # the foot point's velocity: spatial velocity (at the origin) moved to the point
+            # the sole's contact point (the lowest point of the lowest sphere): what stands still
+            # in stance.  A ball foot rolls as the leg sweeps: its centre moves by radius x
+            # angle (~0.02 m/s in a 0.1 m/s trot) while the contact point holds
+            kl = self._lowest_k(b, Rz, self.foot_start[i], self.foot_start[i + 1])
+            c[0] = dot3(oR, &self.pts[kl, 0]) + op[0] - self.rad[kl] * Rz[0]
+            c[1] = dot3(oR + 3, &self.pts[kl, 0]) + op[1] - self.rad[kl] * Rz[1]
+            c[2] = dot3(oR + 6, &self.pts[kl, 0]) + op[2] - self.rad[kl] * Rz[2]
+            # its velocity: spatial velocity (at the origin) moved to the point
             s = d.vw + 6 * b
-            self.vrel[i, 0] = s[0] + s[4] * r2 - s[5] * r1
-            self.vrel[i, 1] = s[1] + s[5] * r0 - s[3] * r2
-            self.vrel[i, 2] = s[2] + s[3] * r1 - s[4] * r0
+            self.vrel[i, 0] = s[0] + s[4] * c[2] - s[5] * c[1]
+            self.vrel[i, 1] = s[1] + s[5] * c[0] - s[3] * c[2]
+            self.vrel[i, 2] = s[2] + s[3] * c[1] - s[4] * c[0]
+            # the foot point's velocity relative to the contact point (world x, y): where the
+            # foot point goes while the sole rolls on a held contact
+            e[0] = s[4] * (r2 - c[2]) - s[5] * (r1 - c[1])
+            e[1] = s[5] * (r0 - c[0]) - s[3] * (r2 - c[2])
+            e[2] = s[3] * (r1 - c[1]) - s[4] * (r0 - c[0])
+            self.roll[i, 0] = self.R[0, 0] * e[0] + self.R[0, 1] * e[1] + self.R[0, 2] * e[2]
+            self.roll[i, 1] = self.R[1, 0] * e[0] + self.R[1, 1] * e[1] + self.R[1, 2] * e[2]
         low = self.sole[0]
         for i in range(1, self.nf):
             if self.sole[i] < low:
@@ -361,6 +394,9 @@ cdef class BaseKernel:
             zw = self.p[2] + self.sole[i]
             if now and st:
                 self.ground[i] += self.alpha * (zw - self.ground[i])
+                # the touch-down place moves with the rolling sole (the contact point holds)
+                self.anchor[i, 0] += self.dt * self.roll[i, 0]
+                self.anchor[i, 1] += self.dt * self.roll[i, 1]
             elif now:              # touch-down: remember where (world x, y) and how high
                 self._world_xy(i, t)
                 self.anchor[i, 0], self.anchor[i, 1] = self.p[0] + t[0], self.p[1] + t[1]
