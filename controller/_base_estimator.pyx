@@ -274,20 +274,6 @@ cdef class BaseKernel:
                 low = z
         return low + dot3(Rz, d.op + 3 * body)
 
-    cdef int _lowest_k(self, int body, const double* Rz, int k0, int k1) noexcept nogil:
-        """Index (into the feet's points) of a foot's lowest point, radius included."""
-        cdef const double* oR = self.data.c.oR + 9 * body
-        cdef double w[3]
-        cdef double z, low = 0.0
-        cdef int j, k, kl = k0
-        for j in range(3):          # Rz @ oR: the body axes' world z components
-            w[j] = Rz[0] * oR[j] + Rz[1] * oR[3 + j] + Rz[2] * oR[6 + j]
-        for k in range(k0, k1):
-            z = self.pts[k, 0] * w[0] + self.pts[k, 1] * w[1] + self.pts[k, 2] * w[2] - self.rad[k]
-            if k == k0 or z < low:
-                low, kl = z, k
-        return kl
-
     cdef void _legs(self) noexcept nogil:
         """Foot positions, their soles' velocities rel. base, sole heights (world z rel. base)."""
         cdef const ModelC* m = &self.model.c
@@ -318,13 +304,18 @@ cdef class BaseKernel:
             self.r[i, 0], self.r[i, 1], self.r[i, 2] = r0, r1, r2
             self.sole[i] = self._lowest_point(b, Rz, &self.pts[0, 0], &self.rad[0], self.foot_start[i],
                                               self.foot_start[i + 1])
-            # the sole's contact point (the lowest point of the lowest sphere): what stands still
-            # in stance.  A ball foot rolls as the leg sweeps: its centre moves by radius x
-            # angle (~0.02 m/s in a 0.1 m/s trot) while the contact point holds
-            kl = self._lowest_k(b, Rz, self.foot_start[i], self.foot_start[i + 1])
-            c[0] = dot3(oR, &self.pts[kl, 0]) + op[0] - self.rad[kl] * Rz[0]
-            c[1] = dot3(oR + 3, &self.pts[kl, 0]) + op[1] - self.rad[kl] * Rz[1]
-            c[2] = dot3(oR + 6, &self.pts[kl, 0]) + op[2] - self.rad[kl] * Rz[2]
+            # a ball foot's contact point (the bottom of its sphere): what stands still in
+            # stance.  The ball rolls as the leg sweeps: its centre moves by radius x angle
+            # (~0.02 m/s in a 0.1 m/s trot) while the contact point holds.  A foot of several
+            # points (a flat sole's corners) keeps its foot point: which corner is lowest
+            # flickers on a flat sole (and the humanoid's walk fell with it)
+            if self.foot_start[i + 1] - self.foot_start[i] == 1:
+                kl = self.foot_start[i]
+                c[0] = dot3(oR, &self.pts[kl, 0]) + op[0] - self.rad[kl] * Rz[0]
+                c[1] = dot3(oR + 3, &self.pts[kl, 0]) + op[1] - self.rad[kl] * Rz[1]
+                c[2] = dot3(oR + 6, &self.pts[kl, 0]) + op[2] - self.rad[kl] * Rz[2]
+            else:
+                c[0], c[1], c[2] = r0, r1, r2
             # its velocity: spatial velocity (at the origin) moved to the point
             s = d.vw + 6 * b
             self.vrel[i, 0] = s[0] + s[4] * c[2] - s[5] * c[1]

@@ -6,9 +6,10 @@ Per tick, from this tick's joint readings and IMU board registers:
    (the board's roll/pitch/yaw registers fused with its gyro, mounting rotation applied);
 2. **leg kinematics** (compiled FK with body velocities, core_cy.dynamics, base at
    the origin): each foot's position r_i, the height of its sole (lowest contact point,
-   sphere radius included) below the base, and that contact point's velocity relative
-   to the base (not the foot point's: a ball foot rolls as the leg sweeps, its centre
-   moving ~0.02 m/s in a 0.1 m/s trot while the contact point holds);
+   sphere radius included) below the base, and its velocity relative to the base: a
+   ball foot's at the sphere's bottom (it rolls as the leg sweeps, its centre moving
+   ~0.02 m/s in a 0.1 m/s trot while the contact point holds), a flat sole's at the
+   foot point;
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
    a trunk it lies on) is on the ground; a foot whose sole is within
    ``contact_height`` of it and not moving up or down faster than ``contact_speed``
@@ -26,7 +27,7 @@ Per tick, from this tick's joint readings and IMU board registers:
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
    estimator does with Bloesch et al.'s leg kinematics: a stance foot does not
    move (velocity -R (J_i v)), keeps the horizontal place it touched down at (moved
-   with its rolling sole: the foot point rel. the contact point),
+   with a rolling ball: the foot point rel. the contact point),
    and stands on flat ground at z = 0 (so the height is absolute, x, y are odometry
    from where the estimate started, (0, 0)).  With no foot down (lying on the
    trunk) only the height is corrected, from the lowest point.
@@ -219,7 +220,7 @@ class BaseEstimator:
         self.quaternion = np.array([0.0, 0.0, 0.0, 1.0])    # x, y, z, w base -> world
         self.omega = np.zeros(3)       # rad/s, base frame
         self.r = np.zeros((nf, 3))     # foot points rel. base, base axes
-        self.vrel = np.zeros((nf, 3))  # their soles' contact point velocities rel. base, base axes
+        self.vrel = np.zeros((nf, 3))  # their soles' velocities rel. base, base axes (a ball: its bottom)
         self.anchor = np.zeros((nf, 2))  # world x, y where each foot touched down
         self._stance = np.zeros(nf, dtype=bool)
         self._sole = np.zeros(nf)

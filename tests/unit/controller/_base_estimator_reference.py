@@ -180,9 +180,9 @@ class ReferenceEstimator:
             np.dot(f.points, f._w, out=f._z)
             f._z -= f.radius
             self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
-            # the sole's contact point (lowest point of the lowest sphere): what holds in stance
-            kl = 0 if f.one_point else int(np.argmin(f._z))
-            c = oR[b] @ f.points[kl] + op[b] - f.radius[kl] * Rz
+            # a ball foot's contact point (its sphere's bottom): what holds in stance; a foot of
+            # several points (a flat sole) keeps its foot point
+            c = oR[b] @ f.points[0] + op[b] - f.radius[0] * Rz if f.one_point else r.copy()
             # its velocity: spatial velocity (at the origin) moved to the point
             # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
             s0, s1, s2, s3, s4, s5 = vw[b].tolist()
