@@ -82,7 +82,8 @@ cdef class BaseKernel:
     stance_tau : s, time constant of each foot's stance height (tracked while it stands)
     q, v : (nq,), (nv,) FK inputs (q neutral); R : (3, 3) base -> world;
     p, vel : (3,) world position, velocity; quat : (4,) x, y, z, w; omega : (3,) rad/s base frame
-    r, vrel : (nf, 3) foot points and velocities rel. base, base axes; anchor : (nf, 2) touch-down x, y
+    r, vrel : (nf, 3) foot points, and their soles' contact point velocities, rel. base, base axes;
+        anchor : (nf, 2) touch-down x, y (moved with a rolling sole)
     stance : (nf,) uint8 (a view of the bool array); sole : (nf,) sole heights rel. base, world z
     ground : (nf,) m, each foot's sole world height while it stood (filtered)
     lifted : (nf,) uint8, the foot has left stance since the start (it then lands by ``ground``)
@@ -99,8 +100,8 @@ cdef class BaseKernel:
     cdef double mount_inv[4]
     cdef double gain, dt, h, vz_max, acc, rp, rv
     cdef double[::1] q, v, p, vel, quat, omega, sole
-    cdef double[:, ::1] R, r, vrel, anchor
-    cdef unsigned char[::1] stance, lifted
+    cdef double[:, ::1] R, r, vrel, anchor, roll
+    cdef unsigned char[::1] stance, lifted, cand, fast
     cdef double[::1] ground
     cdef double lift, land, alpha
     cdef double P[3]
@@ -141,6 +142,10 @@ cdef class BaseKernel:
         self.q, self.v, self.R, self.p, self.vel, self.quat, self.omega = q, v, R, p, vel, quat, omega
         self.r, self.vrel, self.anchor, self.stance, self.sole = r, vrel, anchor, stance, sole
         self.ground, self.lifted = ground, lifted
+        # the contact test's per-foot scratch (made once: a tick allocates nothing)
+        self.cand, self.fast = bytearray(self.nf), bytearray(self.nf)
+        import numpy as np
+        self.roll = np.zeros((self.nf, 2))
         self.P[0], self.P[1], self.P[2] = 1.0, 0.0, 1.0
         self.lowest = 0.0
         self.has_quat = self.bound = self.outputs = False
@@ -270,12 +275,14 @@ cdef class BaseKernel:
         return low + dot3(Rz, d.op + 3 * body)
 
     cdef void _legs(self) noexcept nogil:
-        """Foot positions / velocities rel. base and sole heights (world z rel. base)."""
+        """Foot positions, their soles' velocities rel. base, sole heights (world z rel. base)."""
         cdef const ModelC* m = &self.model.c
         cdef DataC* d = &self.data.c
         cdef Py_ssize_t i
-        cdef int b
+        cdef int b, kl
         cdef double Rz[3]
+        cdef double c[3]
+        cdef double e[3]
         cdef const double* oR
         cdef const double* op
         cdef const double* s
@@ -297,11 +304,30 @@ cdef class BaseKernel:
             self.r[i, 0], self.r[i, 1], self.r[i, 2] = r0, r1, r2
             self.sole[i] = self._lowest_point(b, Rz, &self.pts[0, 0], &self.rad[0], self.foot_start[i],
                                               self.foot_start[i + 1])
-            # the foot point's velocity: spatial velocity (at the origin) moved to the point
+            # a ball foot's contact point (the bottom of its sphere): what stands still in
+            # stance.  The ball rolls as the leg sweeps: its centre moves by radius x angle
+            # (~0.02 m/s in a 0.1 m/s trot) while the contact point holds.  A foot of several
+            # points (a flat sole's corners) keeps its foot point: which corner is lowest
+            # flickers on a flat sole (and the humanoid's walk fell with it)
+            if self.foot_start[i + 1] - self.foot_start[i] == 1:
+                kl = self.foot_start[i]
+                c[0] = dot3(oR, &self.pts[kl, 0]) + op[0] - self.rad[kl] * Rz[0]
+                c[1] = dot3(oR + 3, &self.pts[kl, 0]) + op[1] - self.rad[kl] * Rz[1]
+                c[2] = dot3(oR + 6, &self.pts[kl, 0]) + op[2] - self.rad[kl] * Rz[2]
+            else:
+                c[0], c[1], c[2] = r0, r1, r2
+            # its velocity: spatial velocity (at the origin) moved to the point
             s = d.vw + 6 * b
-            self.vrel[i, 0] = s[0] + s[4] * r2 - s[5] * r1
-            self.vrel[i, 1] = s[1] + s[5] * r0 - s[3] * r2
-            self.vrel[i, 2] = s[2] + s[3] * r1 - s[4] * r0
+            self.vrel[i, 0] = s[0] + s[4] * c[2] - s[5] * c[1]
+            self.vrel[i, 1] = s[1] + s[5] * c[0] - s[3] * c[2]
+            self.vrel[i, 2] = s[2] + s[3] * c[1] - s[4] * c[0]
+            # the foot point's velocity relative to the contact point (world x, y): where the
+            # foot point goes while the sole rolls on a held contact
+            e[0] = s[4] * (r2 - c[2]) - s[5] * (r1 - c[1])
+            e[1] = s[5] * (r0 - c[0]) - s[3] * (r2 - c[2])
+            e[2] = s[3] * (r1 - c[1]) - s[4] * (r0 - c[0])
+            self.roll[i, 0] = self.R[0, 0] * e[0] + self.R[0, 1] * e[1] + self.R[0, 2] * e[2]
+            self.roll[i, 1] = self.R[1, 0] * e[0] + self.R[1, 1] * e[1] + self.R[1, 2] * e[2]
         low = self.sole[0]
         for i in range(1, self.nf):
             if self.sole[i] < low:
@@ -320,9 +346,9 @@ cdef class BaseKernel:
 
     cdef void _contacts(self) noexcept nogil:
         cdef double low = self.lowest     # the lowest point of the robot is on the ground
-        cdef double h = self.h, vz0 = self.vel[2], above, vz, rel, zw
+        cdef double h = self.h, vmax = self.vz_max, above, vx, vy, vz, rel, zw
         cdef double t[2]
-        cdef bint st, now
+        cdef bint st, now, any_slow = False
         cdef Py_ssize_t i
         for i in range(self.nf):
             st = self.stance[i] != 0
@@ -331,9 +357,13 @@ cdef class BaseKernel:
             rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
-            vz = vz0 + (self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1]
-                        + self.R[2, 2] * self.vrel[i, 2])
-            now = above < (1.5 * h if st else h) and fabs(vz) < self.vz_max
+            vx = self.vel[0] + (self.R[0, 0] * self.vrel[i, 0] + self.R[0, 1] * self.vrel[i, 1]
+                                + self.R[0, 2] * self.vrel[i, 2])
+            vy = self.vel[1] + (self.R[1, 0] * self.vrel[i, 0] + self.R[1, 1] * self.vrel[i, 1]
+                                + self.R[1, 2] * self.vrel[i, 2])
+            vz = self.vel[2] + (self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1]
+                                + self.R[2, 2] * self.vrel[i, 2])
+            now = above < (1.5 * h if st else h) and fabs(vz) < vmax
             # sharper, against the foot's own stance height (its estimated world z, filtered
             # while it stands: a static attitude or kinematic error cancels, and it does not
             # jump when another foot becomes the lowest point): it lifts off when it rises
@@ -343,8 +373,21 @@ cdef class BaseKernel:
                 now = now and rel < self.lift
             elif self.lifted[i]:
                 now = now and (rel < self.land or above < self.land)
+            self.fast[i] = vx * vx + vy * vy >= vmax * vmax
+            self.cand[i] = now
+            any_slow = any_slow or (now and not self.fast[i])
+        for i in range(self.nf):
+            st = self.stance[i] != 0
+            # nor moving fast horizontally (a trot's swing foot skims the ground at ~1 m/s
+            # within the height band), unless that leaves no foot down: the velocity
+            # estimate itself may be off then, and only the feet correct it
+            now = self.cand[i] != 0 and not (any_slow and self.fast[i])
+            zw = self.p[2] + self.sole[i]
             if now and st:
                 self.ground[i] += self.alpha * (zw - self.ground[i])
+                # the touch-down place moves with the rolling sole (the contact point holds)
+                self.anchor[i, 0] += self.dt * self.roll[i, 0]
+                self.anchor[i, 1] += self.dt * self.roll[i, 1]
             elif now:              # touch-down: remember where (world x, y) and how high
                 self._world_xy(i, t)
                 self.anchor[i, 0], self.anchor[i, 1] = self.p[0] + t[0], self.p[1] + t[1]

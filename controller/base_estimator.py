@@ -5,12 +5,18 @@ Per tick, from this tick's joint readings and IMU board registers:
 1. **orientation** and angular velocity: :class:`~controller.attitude.AttitudeFilter`
    (the board's roll/pitch/yaw registers fused with its gyro, mounting rotation applied);
 2. **leg kinematics** (compiled FK with body velocities, core_cy.dynamics, base at
-   the origin): each foot's position r_i and velocity relative to the base, and
-   the height of its sole (lowest contact point, sphere radius included) below the base;
+   the origin): each foot's position r_i, the height of its sole (lowest contact point,
+   sphere radius included) below the base, and its velocity relative to the base: a
+   ball foot's at the sphere's bottom (it rolls as the leg sweeps, its centre moving
+   ~0.02 m/s in a 0.1 m/s trot while the contact point holds), a flat sole's at the
+   foot point;
 3. **contacts**: the robot's lowest point (feet, and the other contact geometry:
    a trunk it lies on) is on the ground; a foot whose sole is within
    ``contact_height`` of it and not moving up or down faster than ``contact_speed``
-   is in stance (height hysteresis: it leaves at 1.5x).  Sharper, against the height
+   is in stance (height hysteresis: it leaves at 1.5x), nor horizontally faster than
+   ``contact_speed`` (estimated, world: a trot's swing foot skims the ground at ~1 m/s
+   a few mm up), unless that leaves no foot down (the velocity estimate may be what is
+   off then, and only the feet correct it).  Sharper, against the height
    the foot itself stood at (its estimated world z, filtered over 0.2 s while it
    stands, so a static attitude or kinematic error cancels): it lifts off when it
    rises ``contact_lift`` (2 mm) above it, and having left stance it lands within
@@ -20,7 +26,8 @@ Per tick, from this tick's joint readings and IMU board registers:
    [position, velocity], driven by the accelerometer (specific force rotated to the
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
    estimator does with Bloesch et al.'s leg kinematics: a stance foot does not
-   move (velocity -R (J_i v)), keeps the horizontal place it touched down at,
+   move (velocity -R (J_i v)), keeps the horizontal place it touched down at (moved
+   with a rolling ball: the foot point rel. the contact point),
    and stands on flat ground at z = 0 (so the height is absolute, x, y are odometry
    from where the estimate started, (0, 0)).  With no foot down (lying on the
    trunk) only the height is corrected, from the lowest point.
@@ -147,7 +154,8 @@ class BaseEstimator:
     dt : tick period, s
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
-    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    contact_speed : m/s, foot speed (estimated, world), vertical or horizontal, above which a foot
+        is not in stance (the horizontal test gives way when it would leave no foot down)
     contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
         that lifts it off; having left stance, it lands again within half of it
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
@@ -212,7 +220,7 @@ class BaseEstimator:
         self.quaternion = np.array([0.0, 0.0, 0.0, 1.0])    # x, y, z, w base -> world
         self.omega = np.zeros(3)       # rad/s, base frame
         self.r = np.zeros((nf, 3))     # foot points rel. base, base axes
-        self.vrel = np.zeros((nf, 3))  # their velocities rel. base, base axes
+        self.vrel = np.zeros((nf, 3))  # their soles' velocities rel. base, base axes (a ball: its bottom)
         self.anchor = np.zeros((nf, 2))  # world x, y where each foot touched down
         self._stance = np.zeros(nf, dtype=bool)
         self._sole = np.zeros(nf)

@@ -4,7 +4,8 @@ This is ``controller/base_estimator.py`` as it stood before its per-tick work mo
 ``controller/_base_estimator.pyx``; the oracle test feeds both the same inputs and
 requires the same outputs to rounding.  Config handling and the default feet come from
 the production module (they are not what is compared).  The contact test has the
-sharper lift-off / landing rule added with the compilation (the same rule, in NumPy).
+sharper lift-off / landing rule added with the compilation, and since issue 11 the horizontal
+speed test and the soles' contact points (rolling ball feet), the same rules in NumPy.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class _Foot:
         self.r = np.zeros(3)          # foot point rel. base, base axes
         self.vrel = np.zeros(3)       # its velocity rel. base, base axes
         self.anchor = np.zeros(2)     # world x, y where it touched down
+        self.roll = np.zeros(2)       # m/s, world x, y: the foot point's motion as its sole rolls
         self._z = np.zeros(len(self.radius))
         self.one_point = len(self.radius) == 1   # a ball foot: its sole is its one point (no reduction)
         self._w = np.zeros(3)
@@ -60,7 +62,8 @@ class ReferenceEstimator:
     dt : tick period, s
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
-    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    contact_speed : m/s, foot speed (estimated, world), vertical or horizontal, above which a foot
+        is not in stance (the horizontal test gives way when it would leave no foot down)
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -177,12 +180,19 @@ class ReferenceEstimator:
             np.dot(f.points, f._w, out=f._z)
             f._z -= f.radius
             self._sole[i] = (f._z[0] if f.one_point else f._z.min()) + Rz @ op[b]
-            # the foot point's velocity: spatial velocity (at the origin) moved to the point
+            # a ball foot's contact point (its sphere's bottom): what holds in stance; a foot of
+            # several points (a flat sole) keeps its foot point
+            c = oR[b] @ f.points[0] + op[b] - f.radius[0] * Rz if f.one_point else r.copy()
+            # its velocity: spatial velocity (at the origin) moved to the point
             # (Python floats: the same IEEE arithmetic as NumPy scalars, a fraction of the cost)
             s0, s1, s2, s3, s4, s5 = vw[b].tolist()
-            r0, r1, r2 = r.tolist()
+            c0, c1, c2 = c.tolist()
             vr = f.vrel
-            vr[0], vr[1], vr[2] = s0 + s4 * r2 - s5 * r1, s1 + s5 * r0 - s3 * r2, s2 + s3 * r1 - s4 * r0
+            vr[0], vr[1], vr[2] = s0 + s4 * c2 - s5 * c1, s1 + s5 * c0 - s3 * c2, s2 + s3 * c1 - s4 * c0
+            # the foot point's velocity rel. the contact point, world x, y (a rolling sole)
+            d0, d1, d2 = (x - y for x, y in zip(r.tolist(), (c0, c1, c2), strict=True))
+            e = np.array([s4 * d2 - s5 * d1, s5 * d0 - s3 * d2, s3 * d1 - s4 * d0])
+            f.roll[:] = (self.R @ e)[:2]
         low = self._sole.min()
         w = self._tmp
         for b, pts, rad, z in self._others:
@@ -196,34 +206,49 @@ class ReferenceEstimator:
         low = self._lowest          # the lowest point of the robot is on the ground
         h = self.contact_height
         st = self._stance
-        Rz, vz_max = self.R[2], self.contact_speed
-        sole, vz0 = self._sole.tolist(), float(self.v[2])
+        R, v_max = self.R, self.contact_speed
+        sole = self._sole.tolist()
+        v0, v1, v2 = (float(x) for x in self.v)
         lift = self.contact_lift
         land = 0.5 * lift
-        for i in range(len(st)):
+        nf = len(st)
+        now, fast = [False] * nf, [False] * nf
+        for i in range(nf):
             above = sole[i] - low
             zw = float(self.p[2]) + sole[i]
             rel = zw - self.ground[i]
             # stance: near the ground, and not rising or falling fast (a foot lifting off or
             # about to land passes through the height band)
-            vz = vz0 + Rz @ self.feet[i].vrel
-            now = above < (1.5 * h if st[i] else h) and abs(vz) < vz_max
+            u = R @ self.feet[i].vrel
+            vx, vy, vz = v0 + u[0], v1 + u[1], v2 + u[2]
+            ok = above < (1.5 * h if st[i] else h) and abs(vz) < v_max
             # the sharper rule (the compiled estimator's): lift-off and landing against the
             # foot's own stance height
             if st[i]:
-                now = now and rel < lift
+                ok = ok and rel < lift
             elif self.lifted[i]:
-                now = now and (rel < land or above < land)
-            if now and st[i]:
+                ok = ok and (rel < land or above < land)
+            now[i] = ok
+            fast[i] = vx * vx + vy * vy >= v_max * v_max
+        # nor moving fast horizontally (a skimming swing foot), unless that leaves no foot
+        # down (the velocity estimate itself may be off then: the feet correct it)
+        if any(now[i] and not fast[i] for i in range(nf)):
+            now = [now[i] and not fast[i] for i in range(nf)]
+        for i in range(nf):
+            zw = float(self.p[2]) + sole[i]
+            if now[i] and st[i]:
                 self.ground[i] += self._alpha * (zw - self.ground[i])
-            elif now:                 # touch-down: remember where (world x, y) and how high
+                f = self.feet[i]
+                f.anchor[0] += self.dt * f.roll[0]
+                f.anchor[1] += self.dt * f.roll[1]
+            elif now[i]:              # touch-down: remember where (world x, y) and how high
                 f = self.feet[i]
                 np.dot(self.R, f.r, out=self._tmp)
                 f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
                 self.ground[i] = zw
             elif st[i]:
                 self.lifted[i] = True
-            st[i] = now
+            st[i] = now[i]
 
     def _predict(self, dt: float) -> None:
         a = self._tmp
