@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from servoloop.controller.wholebody.force_split import _least_norm
+
 __all__ = ["LIFTOFF_HORIZON_S", "distribute", "liftoff_weights"]
 
 #: the last part of a foot's stance [s] over which its normal-force weight grows
@@ -100,23 +102,7 @@ def distribute(J_list, forces, weights, open_rows=None, iters: int = 8):
     if open_rows is not None:
         for i in np.flatnonzero(open_rows):
             free[3 * i:3 * i + 3] = False
-    x = np.zeros(3 * k)
-    for _ in range(iters):
-        x[:] = 0.0
-        idx = np.flatnonzero(free)
-        if idx.size == 0:
-            break
-        Af = A[:, idx]
-        Wi = 1.0 / wdiag[idx]
-        # min x^T W x s.t. Af x = b: x = W^-1 Af^T (Af W^-1 Af^T)^+ b (rank-deficient Af: lstsq)
-        G = (Af * Wi) @ Af.T
-        lam = np.linalg.lstsq(G, b, rcond=1e-12)[0]
-        x[idx] = Wi * (Af.T @ lam)
-        neg = np.flatnonzero(free[2::3] & (x[2::3] < 0.0))
-        if neg.size == 0:
-            break
-        worst = neg[np.argmin(x[3 * neg + 2])]
-        free[3 * worst:3 * worst + 3] = False
+    x = _least_norm(A, wdiag, free, b, iters)      # the daemon's split, the same arithmetic
     new = x.reshape(k, 3)
     if np.any(new[:, 2] < -1e-9) or np.abs(A @ x - b).max() > 1e-6 * max(1.0, np.abs(b).max()):
         return forces.copy(), np.zeros_like(forces)       # no such split: the ID's own answer
