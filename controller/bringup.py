@@ -13,7 +13,9 @@ servo stops, Bus Watchdog reads -1 (Bus Watchdog Error) and the goal
 registers (Goal PWM, Goal Current, Goal Velocity, Goal Position) become
 read-only -- writing one returns a Range Error -- until 0 is written to Bus
 Watchdog, which clears the error (0 also disables the watchdog).  So it is
-armed right after torque on (:func:`arm_bus_watchdog`), cleared at
+armed after torque on, right before the loop's first deadline, with nothing slow
+between (:func:`arm_bus_watchdog`; a loop stall later is handled by
+:mod:`.watchdog_guard`), cleared at
 shutdown (:func:`clear_bus_watchdog`) and, at connect, a tripped one left by
 a host that died is cleared (:func:`prepare_bus_watchdog`): otherwise the
 next run's goal := present would be refused.
@@ -199,7 +201,8 @@ def prepare_bus_watchdog(bus, cfg, tables) -> str | None:
 
 
 def arm_bus_watchdog(bus, cfg, tables) -> int:
-    """Arm the Bus Watchdog of every servo that has one (after torque on); returns the raw value."""
+    """Arm the Bus Watchdog of every servo that has one (after torque on, right before the
+    first deadline); returns the raw value."""
     raw = watchdog_raw(cfg.safety.bus_watchdog_s)
     if raw:
         for sid in watchdog_ids(cfg, tables):

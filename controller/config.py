@@ -246,7 +246,7 @@ class SafetyConfig:
     comm_hold_s: float = 0.05  # no complete read this long: hold (event), recover by itself
     comm_window_s: float = 1.0  # window of the warn rate
     comm_warn_rate: float = 0.01  # fraction of ticks with a failed read that warns
-    bus_watchdog_s: float | None = 0.1  # X-series Bus Watchdog (armed at torque on); None: off
+    bus_watchdog_s: float | None = 0.1  # X-series Bus Watchdog (armed before the first tick); None: off
     max_consecutive_missed: int | None = 100
     monitor_every: int = 10  # ticks between temperature / voltage / error-bit checks
     # "fault" | "reboot" (reboot the servo, restore it, ramp back, go on) |

@@ -49,6 +49,7 @@ from servoloop.controller.bringup import (
     connect_report_text,
     prepare_bus_watchdog,
     servo_tables,
+    watchdog_ids,
 )
 from servoloop.controller.bus_io import error_kind
 from servoloop.controller.clock import MonotonicClock
@@ -263,22 +264,27 @@ class Daemon:
         """goal := present, then torque on, then ramp to the controller's first command."""
         self.lifecycle.to(State.STARTUP)
         loop = self.loop
+        # before torque on: the collection is a stall (0.9 s in a large process), and a stall
+        # after the Bus Watchdog is armed stops the servos for good (controller/watchdog_guard.py)
+        self.env.pause_gc()
         self._torque_on = hold_present_pose(loop, self.bus, self.ids, self.readonly,
                                             self.cfg.safety.startup_margin)
-        if self._torque_on:
-            from servoloop.firmware_bridge.errors import BridgeError
-
-            try:  # a dead host from here on: the servos stop by themselves
-                arm_bus_watchdog(self.bus, self.cfg, servo_tables(self.cfg))
-            except BridgeError as exc:
-                raise FaultRaised(Fault(FaultKind.STARTUP, f"startup: arming the bus watchdog failed: {exc}")) from exc
         loop.ramp.begin(loop.goal)
         self.controller.start(loop.state)
         self.env.begin_realtime(self.helper_threads + self.outputs.threads())
         rt = self.env.report
         if rt is not None and rt.sched_fifo and self._own_clock:   # the tail pays off under FIFO only
             self.clock.spin_ns = int(self.cfg.loop.spin_tail_s(sched_fifo=True) * 1e9)
-        self.env.pause_gc()  # before the first deadline: the collection is a multi-ms stall
+        if self._torque_on:
+            from servoloop.firmware_bridge.errors import BridgeError
+
+            tables = servo_tables(self.cfg)
+            try:  # a dead host from here on: the servos stop by themselves
+                raw = arm_bus_watchdog(self.bus, self.cfg, tables)
+            except BridgeError as exc:
+                raise FaultRaised(Fault(FaultKind.STARTUP, f"startup: arming the bus watchdog failed: {exc}")) from exc
+            # armed last, right before the first deadline: nothing slow comes between
+            loop.watchdog.arm(watchdog_ids(self.cfg, tables), raw)
         loop.start()
         for _ in range(loop.ramp.n_ticks):
             self._check_requests()
@@ -367,6 +373,7 @@ class Daemon:
                                 sid, self.loop.servo_faults.joint_of(sid))) from exc
                 self._torque_on = not torque_off
         if self._connected and not self.readonly:
+            self.loop.watchdog.disarm()
             # 0 = off: a servo left holding (shutdown.mode hold) must not stop when we go quiet
             clear_bus_watchdog(self.bus, self.cfg, servo_tables(self.cfg))
         self.lifecycle.to(State.DONE, reason, self.tick)
@@ -560,7 +567,8 @@ class Daemon:
                 "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns, "cpu_latency_us": rt.cpu_latency_us,
                 "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
-            "warnings": list(self.warnings) + self._comm_warnings(),
+            "warnings": list(self.warnings) + self.loop.watchdog.warnings + self._comm_warnings(),
+            "bus_watchdog_trips": self.loop.watchdog.trips,
             "comm": self.loop.safety.comm.status(),
             **self._estimate(),
         }

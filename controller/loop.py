@@ -58,6 +58,7 @@ from servoloop.controller.servo_faults import ServoFaultHandler
 from servoloop.controller.slew import joint_max_velocity
 from servoloop.controller.startup_ramp import StartupRamp
 from servoloop.controller.telemetry import TelemetryRing, TickRecorder
+from servoloop.controller.watchdog_guard import BusWatchdogGuard
 
 __all__ = ["ControlLoop", "velocity_limits"]
 
@@ -178,6 +179,10 @@ class ControlLoop:
         self._prev_late = 0  # the previous tick's lateness and bus wait, ns: what an overrun
         self._prev_bus = 0   # found at the next wait is put down to (MissCauses.overrun)
         self.bus_ns = 0
+        #: the servos' Bus Watchdog after a stall (the daemon arms it); the end of the last
+        #: tick's bus traffic, ns: a gap from there long enough to have fired it is checked
+        self.watchdog = BusWatchdogGuard(event)
+        self._last_bus_end_ns = 0
         self._ride = False   # the monitor's registers ride in the tick's read (bind)
 
     @property
@@ -230,6 +235,7 @@ class ControlLoop:
         self.anchor_ns = self.rate.next_deadline_ns
         self._prev_wake = self.clock.now_ns()
         self._prev_late = self._prev_bus = 0
+        self._last_bus_end_ns = self._prev_wake
         self.safety.comm.start(self.rate.next_deadline_ns)
 
     def _on_servo_restored(self, i: int, present_servo: float, now_ns: int) -> None:
@@ -299,6 +305,8 @@ class ControlLoop:
         ok = self.read.run(self._ride and (self.ticks + 1) % self.monitor_every == 0)
         if self.imu is not None:
             self.imu.run()      # a failed IMU read: NaN in, the base estimate marked invalid
+        if self.watchdog.limit_ns:   # a stall long enough to have stopped the servos: ask them
+            self.watchdog.check(self.bus, clock.now_ns() - self._last_bus_end_ns, self.errors)
         bus_ns = clock.now_ns() - wake
         self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
@@ -343,6 +351,7 @@ class ControlLoop:
                         code, rate.missed, self.comm_errors, ok,
                         bus_ns * 1e-3, c.compute, c.bus, c.wakeup)
         self._prev_wake = wake
+        self._last_bus_end_ns = end
         self._prev_late = rate.late_ns
         self._prev_bus = self.bus_ns = bus_ns
         if fault is not None:
