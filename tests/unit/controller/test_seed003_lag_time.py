@@ -83,3 +83,23 @@ def test_bad_step_is_named():
         seed003._sim_config("compliant", math.inf, step_s=0.0)
     with pytest.raises(ValueError, match="seed003 step"):
         run_case(Case("rigid", math.inf, "id_lag1"), 0.1, step_s=math.nan)
+
+
+def test_step_ms_option_runs_at_that_step_and_bad_values_are_named(capsys):
+    import json
+
+    from servoloop.cli import main
+
+    rc = main(["experiment", "seed003", "--seconds", "0.05", "--ground", "compliant", "--mu", "inf",
+               "--controller", "id_lag2", "--step-ms", "0.5", "--json"])
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["step_s"] == pytest.approx(5e-4)
+    direct = run_case(Case("compliant", math.inf, "id_lag2"), 0.05, step_s=5e-4)
+    rows = {r["metric"]: r["ours"] for r in rep["rows"]}
+    assert rows["pos_err_rad"] == pytest.approx(direct["pos_err_rad"], rel=1e-12)
+    for bad in ("0", "-1", "abc", "11"):
+        with pytest.raises(SystemExit) as exc:
+            main(["experiment", "seed003", "--step-ms", bad])
+        assert exc.value.code == 2
+        assert "--step-ms" in capsys.readouterr().err
