@@ -147,6 +147,12 @@ LAG_BASE = "dynamics"
 #: the law at the step's start: the loop then feeds back the damper's force at the old
 #: velocity, and compliant mu = inf fell).  Rigid ground: the same either way
 LAG_FORCES = "applied"
+#: the simulator's step, which is also the control tick [s]: the paper's Moby step (its
+#: experiment scripts, PositronicsLab/idyn-experiments Experiments/Quad/*/RUN.sh, run
+#: ``moby-driver -s=0.001``), so ID(t-2)'s lag is 2 ms there too.  Other steps: ``run_case``'s
+#: ``step_s`` (``--step-ms``); the lagged IDs' loop depends on the lag in time, not in ticks
+#: (BENCHMARKS.md, seed 003, the 2-tick lag round)
+STEP_S = 1e-3
 
 # The paper's Tables 3 (pos / vel), 4 (dtau / tau, terrain not stated) and 5 (force %).
 _T3 = {
@@ -199,7 +205,7 @@ class Case:
     controller: str
 
 
-def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
+def _sim_config(ground: str, mu: float, actuators: str = "ideal", step_s: float = STEP_S):
     """The plant.  ``actuators="ideal"`` (default, the paper's simulator): the joints are
     ideal torque sources (no gearbox friction, no torque limit, no motor line).
     ``"xm430"``: the simulator's XM430-W350 in current mode as it is (Coulomb friction
@@ -218,22 +224,24 @@ def _sim_config(ground: str, mu: float, actuators: str = "ideal"):
 
     if actuators not in ACTUATORS:
         raise ValueError(f"seed003 actuators: {actuators!r}; choose one of {', '.join(ACTUATORS)}")
+    if not (isinstance(step_s, (int, float)) and math.isfinite(step_s) and 0.0 < step_s <= 0.01):
+        raise ValueError(f"seed003 step: {step_s!r} s; expected a step in (0, 0.01] s")
     servo = simulator_servo_model()
     if actuators == "ideal":
         # 1 kN m stall and 1e5 rad/s no-load speed: no limit and a motor line of 0.01 N m s
         servo = replace(servo, coulomb_nm=0.0, viscous_nm_s_per_rad=0.0, stall_torque_nm=1e3,
                         no_load_speed_rad_s=1e5)
     if ground == "rigid":
-        return SimConfig(mode="rigid", dt=1e-3, servo=servo,
+        return SimConfig(mode="rigid", dt=float(step_s), servo=servo,
                          rigid=RigidSettings(mu=mu, solver=RIGID_SOLVER))
     if math.isinf(mu) and COMPLIANT_INF == "spring":
         # a true mu = inf: the tangential spring-damper anchored where a foot touched down
         k_t, c_t = TANGENT_SPRING
-        return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+        return SimConfig(mode="compliant", dt=float(step_s), servo=servo,
                          law=ContactLaw(mu_static=mu, mu_dynamic=mu, tangent_stiffness=k_t,
                                         tangent_damping=c_t))
     m = MU_INF_COMPLIANT if math.isinf(mu) else mu
-    return SimConfig(mode="compliant", dt=1e-3, servo=servo,
+    return SimConfig(mode="compliant", dt=float(step_s), servo=servo,
                      law=ContactLaw(mu_static=m, mu_dynamic=m))
 
 
@@ -272,10 +280,12 @@ class _Reference:
 
 
 def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=None,
-             actuators: str = "ideal") -> dict:
+             actuators: str = "ideal", step_s: float = STEP_S) -> dict:
     """Trot ``seconds`` of simulated time with ``case``'s ground and controller; the metrics.
 
     actuators : "ideal" (the paper's simulator) or "xm430" (see :func:`_sim_config`)
+    step_s : the simulator's step and control tick [s] (default ``STEP_S``, 1 ms); the lagged
+        IDs' lag is 1 or 2 of these
     trace : list or None; when given, one dict per tick is appended (``stance`` (feet,)
         bool of the planner, ``pred`` / ``actual`` (feet,) normal forces [N] or None,
         ``tau`` (n,) N m) for diagnosing where a prediction misses.
@@ -287,7 +297,7 @@ def run_case(case: Case, seconds: float = 3.0, speed: float = SPEED_MPS, trace=N
     robot = WholeBodyRobot.from_urdf(urdf)
     names = list(robot.model.actuated_joint_names)
     q_stand = stand_goals(urdf, joint_names=names)
-    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu, actuators), q_stand)
+    plant = TorquePlant(urdf, _sim_config(case.ground, case.mu, actuators, step_s), q_stand)
     robot.armature[:] = plant.armature
     dt = plant.dt
     c = case.controller
@@ -527,7 +537,7 @@ UNITS = {"pos_err_rad": "rad", "vel_err_rad_s": "rad/s", "dtau_mean": "N m/s", "
 
 
 def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS, progress=None,
-        actuators: str = "ideal") -> dict:
+        actuators: str = "ideal", step_s: float = STEP_S) -> dict:
     """Every case; the benchmark JSON form (:func:`bench.common.report`), anchors from the paper.
 
     A row without a paper value has ``anchor`` and ``ratio`` null.
@@ -539,7 +549,7 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                 name = case_name(ground, mu, c)
                 if progress:
                     progress(name)
-                metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators)
+                metrics = run_case(Case(ground, mu, c), seconds, actuators=actuators, step_s=step_s)
                 paper = PAPER.get((ground, mu, c), {})
                 for m, val in metrics.items():
                     a = paper.get(m)
@@ -548,4 +558,5 @@ def run(seconds: float = 3.0, grounds=GROUNDS, mus=MUS, controllers=CONTROLLERS,
                                  "anchor_name": "Zapolsky & Drumwright 2016" if a is not None else None,
                                  "anchor": a,
                                  "ratio": (ours / a if (a and ours is not None) else None)})
-    return {"benchmark": "seed003", "seconds": seconds, "actuators": actuators, "rows": rows}
+    return {"benchmark": "seed003", "seconds": seconds, "actuators": actuators, "step_s": step_s,
+            "rows": rows}

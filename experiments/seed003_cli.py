@@ -22,6 +22,18 @@ def _positive(text: str) -> float:
     return v
 
 
+def _step_ms(text: str) -> float:
+    import argparse
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--step-ms: expected a step in milliseconds, got {text!r}") from None
+    if not (0.0 < v <= 10.0):
+        raise argparse.ArgumentTypeError(f"--step-ms must be in (0, 10] ms, got {text}")
+    return v
+
+
 def add_arguments(parser) -> None:
     from servoloop.experiments.seed003 import CONTROLLERS, EXTRA_CONTROLLERS, GROUNDS
 
@@ -36,6 +48,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--actuators", choices=("ideal", "xm430"), default="ideal",
                         help="the robot's joints: ideal torque sources (default, as the paper's "
                              "simulator) or XM430 servos (4.1 N m stall torque)")
+    parser.add_argument("--step-ms", type=_step_ms, default=None,
+                        help="the simulator's step and control tick in ms (default 1, the paper's; "
+                             "id_lag1/2 lag 1/2 of these)")
 
 
 def main(args) -> dict:
@@ -51,7 +66,12 @@ def main(args) -> dict:
     with _stdout_to_stderr():
         return seed003.run(args.seconds, tuple(args.ground or seed003.GROUNDS), mus,
                            tuple(args.controller or seed003.CONTROLLERS), progress,
-                           getattr(args, "actuators", "ideal"))
+                           getattr(args, "actuators", "ideal"),
+                           _step_s(getattr(args, "step_ms", None), seed003.STEP_S))
+
+
+def _step_s(step_ms, default: float) -> float:
+    return default if step_ms is None else step_ms * 1e-3
 
 
 @contextlib.contextmanager
@@ -71,7 +91,7 @@ def _stdout_to_stderr():
 
 def print_table(rep: dict) -> None:
     print(f"experiment: seed003 ({rep['seconds']:g} s of trot per case, "
-          f"{rep.get('actuators', 'ideal')} actuators)")
+          f"{rep.get('actuators', 'ideal')} actuators, step {1e3 * rep.get('step_s', 1e-3):g} ms)")
     hdr = f"{'case':<30}{'metric':<16}{'ours':>12}{'paper':>12}{'ratio':>8}"
     print(hdr)
     print("-" * len(hdr))

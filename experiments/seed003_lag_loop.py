@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CONTROLLERS", "StandLoop", "applied_forces", "lagged_id_torques", "mode_summary"]
+__all__ = ["CONTROLLERS", "StandLoop", "applied_forces", "lagged_id_torques", "mode_summary", "rocking_mode"]
 
 #: the loops linearised: the two lagged IDs, the oracle ID(t) and the Coulomb LCP ID
 CONTROLLERS = ("id_lag1", "id_lag2", "oracle", "lcp_mu")
@@ -110,6 +110,8 @@ class StandLoop:
         on compliant ground settle with a lagged ID)
     forces : the forces fed back, "applied" (over the step, :func:`applied_forces`) or
         "recorded" (the simulator's ``contact_forces``); default ``seed003.LAG_FORCES``
+    step_s : the simulator's step and control tick [s] (default ``seed003.STEP_S``); ``settle``
+        and ``lift_ticks`` are in ticks of it
     lift : feet (indices into ``robot.feet``) whose reference is raised by ``LIFT_M`` after
         the stand is settled, and ``lift_ticks`` ticks run with ``settle_with`` from there:
         (1, 2) leaves the diagonal stance lf + rh, the trot's two-foot phase.  That is no
@@ -122,7 +124,7 @@ class StandLoop:
 
     def __init__(self, ground: str = "rigid", mu: float = math.inf, settle: int = 400,
                  base: str = "dynamics", settle_with: str = "oracle", forces: str | None = None,
-                 lift: tuple = (), lift_ticks: int = 40) -> None:
+                 lift: tuple = (), lift_ticks: int = 40, step_s: float | None = None) -> None:
         from servoloop import core_cy
         from servoloop.controller.wholebody.robot import WholeBodyRobot
         from servoloop.controller.wholebody.trot_planner import TrotPlanner
@@ -133,7 +135,8 @@ class StandLoop:
         urdf = builtin_urdf("quadruped")
         self.robot = robot = WholeBodyRobot.from_urdf(urdf)
         q_stand = stand_goals(urdf, joint_names=list(robot.model.actuated_joint_names))
-        self.plant = plant = TorquePlant(urdf, seed003._sim_config(ground, mu), q_stand)
+        self.plant = plant = TorquePlant(urdf, seed003._sim_config(
+            ground, mu, step_s=seed003.STEP_S if step_s is None else step_s), q_stand)
         robot.armature[:] = plant.armature
         for _ in range(int(0.2 / plant.dt)):            # run_case's settling
             plant.step(20.0 * (q_stand - plant.q[7:]) - 0.15 * plant.v[6:])
@@ -310,3 +313,25 @@ def mode_summary(A: np.ndarray, nv: int, n_feet: int, joint_names, tol: float = 
     order = np.argsort(-np.abs(vel[6:].real))[:3]
     return {"rho": float(np.abs(w[i])), "eig": complex(w[i]), "neutral": neutral, "v": vel,
             "forces": forces, "joints": [(joint_names[j], float(np.abs(vel[6 + j]))) for j in order]}
+
+
+def rocking_mode(A: np.ndarray, nv: int, step_s: float) -> dict:
+    """The slowest-decaying oscillating (complex) mode of A that moves: the stance's rocking.
+
+    On the compliant stand that is the trunk pitching (with its forward sway) over ~140-160
+    ticks; in the diagonal stance rolling about the diagonal, the load swinging between the
+    two feet (the real tip mode, which every controller has, is left out).  A lagged ID's
+    force feedback sets its damping.  Returns {"eig", "rho" (per tick), "per_ms" (its decay
+    per millisecond), "tau_ms" (decay time [ms]), "period_ms", "base_v" (6,) the base's
+    |velocity| in the mode, largest 1}.
+    """
+    w, V = np.linalg.eig(A)
+    moving = np.linalg.norm(V[nv:2 * nv], axis=0) > 1e-6 * np.linalg.norm(V, axis=0)
+    # oscillating: a period under 1e5 ticks (a neutral pair split by rounding has ~1e9)
+    cand = np.flatnonzero(moving & (np.abs(np.angle(w)) > 2.0 * math.pi * 1e-5))
+    i = cand[np.argmax(np.abs(w[cand]))]
+    rho = float(np.abs(w[i]))
+    ms = 1e-3 / step_s                                 # ticks per millisecond
+    vb = np.abs(V[nv:nv + 6, i])
+    return {"eig": complex(w[i]), "rho": rho, "per_ms": rho ** ms, "tau_ms": -1.0 / (ms * math.log(rho)),
+            "period_ms": 2.0 * math.pi / abs(np.angle(w[i])) / ms, "base_v": vb / vb.max()}
