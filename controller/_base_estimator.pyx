@@ -19,7 +19,8 @@ Layout of the geometry (all rows C-contiguous, base-frame metres):
   on that body; ``foot_start`` (nf + 1,) ranges into ``pts`` (k, 3) / ``rad`` (k,),
   the foot's contact points (body frame) and sphere radii;
 - ``other_body`` (no,) and ``other_start`` (no + 1,) the same for the rest of the
-  robot's contact geometry (what it lies on when no foot is down).
+  robot's contact geometry (what it lies on: resting on it, its lowest point is the
+  x, y anchor).
 """
 
 from libc.math cimport asin, atan2, cos, fabs, isfinite, pow, sin, sqrt

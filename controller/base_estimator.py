@@ -167,6 +167,8 @@ class BaseEstimator:
         is not in stance (the horizontal test gives way when it would leave no foot down)
     contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
         that lifts it off; having left stance, it lands again within half of it
+        (also the band, above the robot's lowest point, of a trunk it rests on and of a foot
+        down while it does)
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
