@@ -19,7 +19,8 @@ Layout of the geometry (all rows C-contiguous, base-frame metres):
   on that body; ``foot_start`` (nf + 1,) ranges into ``pts`` (k, 3) / ``rad`` (k,),
   the foot's contact points (body frame) and sphere radii;
 - ``other_body`` (no,) and ``other_start`` (no + 1,) the same for the rest of the
-  robot's contact geometry (what it lies on when no foot is down).
+  robot's contact geometry (what it lies on: resting on it, its lowest point is the
+  x, y anchor).
 """
 
 from libc.math cimport asin, atan2, cos, fabs, isfinite, pow, sin, sqrt
@@ -106,6 +107,15 @@ cdef class BaseKernel:
     cdef double lift, land, alpha
     cdef double P[3]
     cdef double lowest
+    # the lowest point of the other contact geometry (a trunk): its height, which body / point,
+    # its place and velocity rel. base (base axes); resting: it is (within ``lift``) the
+    # robot's lowest point, the robot lies on it; o_anchor: world x, y where it came to rest
+    cdef double low_other
+    cdef int o_body, o_k, o_k_prev
+    cdef double oc[3]
+    cdef double ovrel[3]
+    cdef double o_anchor[2]
+    cdef bint rest
     cdef bint has_quat, bound, outputs
     cdef const double[:] gyro, accel, rpy, position, velocity
     cdef double[::1] out_p, out_quat, out_v, out_w, telemetry
@@ -148,6 +158,12 @@ cdef class BaseKernel:
         self.roll = np.zeros((self.nf, 2))
         self.P[0], self.P[1], self.P[2] = 1.0, 0.0, 1.0
         self.lowest = 0.0
+        self.low_other = 0.0
+        self.o_body = self.o_k = self.o_k_prev = -1
+        self.rest = False
+        for k in range(3):
+            self.oc[k] = self.ovrel[k] = 0.0
+        self.o_anchor[0] = self.o_anchor[1] = 0.0
         self.has_quat = self.bound = self.outputs = False
         self.ticks = 0
         self.started = False
@@ -171,6 +187,17 @@ cdef class BaseKernel:
     def covariance(self):
         """The shared [pp, pv, vv] covariance (m^2, m^2/s, m^2/s^2)."""
         return [self.P[0], self.P[1], self.P[2]]
+
+    @property
+    def resting(self):
+        """True while the robot rests on its other contact geometry (a trunk): that is
+        (within ``contact_lift``) its lowest point, and the estimate's x, y anchor."""
+        return bool(self.rest)
+
+    @property
+    def lowest(self):
+        """m, world z of the robot's lowest point rel. the base (this tick)."""
+        return self.lowest
 
     @property
     def has_orientation(self):
@@ -259,8 +286,9 @@ cdef class BaseKernel:
         self.R[2, 0], self.R[2, 1], self.R[2, 2] = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
 
     cdef double _lowest_point(self, int body, const double* Rz, const double* pts,
-                              const double* rad, int k0, int k1) noexcept nogil:
-        """Lowest sole (min over points of height - radius) of one body, world z rel. base."""
+                              const double* rad, int k0, int k1, int* kmin) noexcept nogil:
+        """Lowest sole (min over points of height - radius) of one body, world z rel. base;
+        ``kmin``: which point (the first of equals)."""
         cdef const DataC* d = &self.data.c
         cdef const double* oR = d.oR + 9 * body
         cdef double w[3]
@@ -272,6 +300,7 @@ cdef class BaseKernel:
             z = pts[3 * k] * w[0] + pts[3 * k + 1] * w[1] + pts[3 * k + 2] * w[2] - rad[k]
             if k == k0 or z < low:
                 low = z
+                kmin[0] = k
         return low + dot3(Rz, d.op + 3 * body)
 
     cdef void _legs(self) noexcept nogil:
@@ -279,7 +308,7 @@ cdef class BaseKernel:
         cdef const ModelC* m = &self.model.c
         cdef DataC* d = &self.data.c
         cdef Py_ssize_t i
-        cdef int b, kl
+        cdef int b, kl, ko
         cdef double Rz[3]
         cdef double c[3]
         cdef double e[3]
@@ -303,7 +332,7 @@ cdef class BaseKernel:
             r2 = dot3(oR + 6, &self.foot_p[i, 0]) + op[2]
             self.r[i, 0], self.r[i, 1], self.r[i, 2] = r0, r1, r2
             self.sole[i] = self._lowest_point(b, Rz, &self.pts[0, 0], &self.rad[0], self.foot_start[i],
-                                              self.foot_start[i + 1])
+                                              self.foot_start[i + 1], &kl)
             # a ball foot's contact point (the bottom of its sphere): what stands still in
             # stance.  The ball rolls as the leg sweeps: its centre moves by radius x angle
             # (~0.02 m/s in a 0.1 m/s trot) while the contact point holds.  A foot of several
@@ -334,10 +363,25 @@ cdef class BaseKernel:
                 low = self.sole[i]
         for i in range(self.no):
             z = self._lowest_point(self.other_body[i], Rz, &self.other_pts[0, 0], &self.other_rad[0],
-                                   self.other_start[i], self.other_start[i + 1])
+                                   self.other_start[i], self.other_start[i + 1], &ko)
+            if i == 0 or z < self.low_other:
+                self.low_other, self.o_body, self.o_k = z, self.other_body[i], ko
             if z < low:
                 low = z
         self.lowest = low
+        if self.no > 0:
+            # the other geometry's lowest point (a box corner, a sphere's bottom) and its velocity
+            # rel. base: what holds still while the robot lies on it
+            b, kl = self.o_body, self.o_k
+            oR, op = d.oR + 9 * b, d.op + 3 * b
+            c[0] = dot3(oR, &self.other_pts[kl, 0]) + op[0] - self.other_rad[kl] * Rz[0]
+            c[1] = dot3(oR + 3, &self.other_pts[kl, 0]) + op[1] - self.other_rad[kl] * Rz[1]
+            c[2] = dot3(oR + 6, &self.other_pts[kl, 0]) + op[2] - self.other_rad[kl] * Rz[2]
+            s = d.vw + 6 * b
+            self.oc[0], self.oc[1], self.oc[2] = c[0], c[1], c[2]
+            self.ovrel[0] = s[0] + s[4] * c[2] - s[5] * c[1]
+            self.ovrel[1] = s[1] + s[5] * c[0] - s[3] * c[2]
+            self.ovrel[2] = s[2] + s[3] * c[1] - s[4] * c[0]
 
     cdef inline void _world_xy(self, Py_ssize_t i, double* out) noexcept nogil:
         """R @ r_i, x and y: foot i's horizontal offset from the base in world axes."""
@@ -349,7 +393,14 @@ cdef class BaseKernel:
         cdef double h = self.h, vmax = self.vz_max, above, vx, vy, vz, rel, zw
         cdef double t[2]
         cdef bint st, now, any_slow = False
+        cdef bint rest = self.no > 0 and self.low_other - low < self.lift
         cdef Py_ssize_t i
+        # lying on the other geometry (a trunk), the feet are measured against the same
+        # ground with the same kinematics: a foot is down within ``lift`` of it, not within
+        # the 10 mm band (the quadruped's front feet hang 9 mm above the floor as the
+        # stand-up starts; taken as stance they pulled the height 8 mm down)
+        if rest:
+            h = self.lift
         for i in range(self.nf):
             st = self.stance[i] != 0
             above = self.sole[i] - low
@@ -383,7 +434,14 @@ cdef class BaseKernel:
             # estimate itself may be off then, and only the feet correct it
             now = self.cand[i] != 0 and not (any_slow and self.fast[i])
             zw = self.p[2] + self.sole[i]
-            if now and st:
+            if now and st and rest:
+                self.ground[i] += self.alpha * (zw - self.ground[i])
+                # the trunk holds the robot (and x, y) while it lies: a foot pushing it up
+                # slides (the quadruped's front feet at 0.05 m/s); it stands where it is
+                # when the trunk lifts off
+                self._world_xy(i, t)
+                self.anchor[i, 0], self.anchor[i, 1] = self.p[0] + t[0], self.p[1] + t[1]
+            elif now and st:
                 self.ground[i] += self.alpha * (zw - self.ground[i])
                 # the touch-down place moves with the rolling sole (the contact point holds)
                 self.anchor[i, 0] += self.dt * self.roll[i, 0]
@@ -395,6 +453,15 @@ cdef class BaseKernel:
             elif st:
                 self.lifted[i] = 1
             self.stance[i] = now
+        # the other geometry's resting point: where (world x, y) it came to rest, again when
+        # another of its points becomes the lowest (a flat trunk's corners take turns)
+        if rest and not (self.rest and self.o_k == self.o_k_prev):
+            self.o_anchor[0] = self.p[0] + (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
+                                            + self.R[0, 2] * self.oc[2])
+            self.o_anchor[1] = self.p[1] + (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]
+                                            + self.R[1, 2] * self.oc[2])
+        self.rest = rest
+        self.o_k_prev = self.o_k
 
     cdef void _predict(self) noexcept nogil:
         cdef double b[3]
@@ -423,23 +490,36 @@ cdef class BaseKernel:
         cdef double t2, pp, pv, vv, rp, rv, a, b, dd, det, ia, ib, idd, k11, k12, k21, k22
         cdef double zp, zv, ep, ev, pl, vl
         cdef double z[6]
-        for i in range(self.nf):
-            n += self.stance[i] != 0
-        if n == 0:
-            # lying on something else: only the height is known (its lowest point on the ground)
-            self._correct_height()
-            return
-        for i in range(self.nf):
-            if not self.stance[i]:
-                continue
-            self._world_xy(i, t)
-            px += self.anchor[i, 0] - t[0]
-            py += self.anchor[i, 1] - t[1]
-            pz -= self.sole[i]
-            vx -= self.R[0, 0] * self.vrel[i, 0] + self.R[0, 1] * self.vrel[i, 1] + self.R[0, 2] * self.vrel[i, 2]
-            vy -= self.R[1, 0] * self.vrel[i, 0] + self.R[1, 1] * self.vrel[i, 1] + self.R[1, 2] * self.vrel[i, 2]
-            t2 = self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1] + self.R[2, 2] * self.vrel[i, 2]
-            vz -= t2
+        if self.rest:
+            # lying on the trunk: it holds still (x, y where it came to rest, no velocity)
+            # and its lowest point is on the ground; the feet, if down, may slide
+            px = self.o_anchor[0] - (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
+                                     + self.R[0, 2] * self.oc[2])
+            py = self.o_anchor[1] - (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]
+                                     + self.R[1, 2] * self.oc[2])
+            pz = -self.lowest
+            vx = -(self.R[0, 0] * self.ovrel[0] + self.R[0, 1] * self.ovrel[1] + self.R[0, 2] * self.ovrel[2])
+            vy = -(self.R[1, 0] * self.ovrel[0] + self.R[1, 1] * self.ovrel[1] + self.R[1, 2] * self.ovrel[2])
+            vz = -(self.R[2, 0] * self.ovrel[0] + self.R[2, 1] * self.ovrel[1] + self.R[2, 2] * self.ovrel[2])
+            n = 1
+        else:
+            for i in range(self.nf):
+                n += self.stance[i] != 0
+            if n == 0:
+                # no foot down, not lying: only the height is known (the lowest point on the ground)
+                self._correct_height()
+                return
+            for i in range(self.nf):
+                if not self.stance[i]:
+                    continue
+                self._world_xy(i, t)
+                px += self.anchor[i, 0] - t[0]
+                py += self.anchor[i, 1] - t[1]
+                pz -= self.sole[i]
+                vx -= self.R[0, 0] * self.vrel[i, 0] + self.R[0, 1] * self.vrel[i, 1] + self.R[0, 2] * self.vrel[i, 2]
+                vy -= self.R[1, 0] * self.vrel[i, 0] + self.R[1, 1] * self.vrel[i, 1] + self.R[1, 2] * self.vrel[i, 2]
+                t2 = self.R[2, 0] * self.vrel[i, 0] + self.R[2, 1] * self.vrel[i, 1] + self.R[2, 2] * self.vrel[i, 2]
+                vz -= t2
         # 2x2 Kalman update, H = I: K = P (P + Rm)^-1, shared by the three axes
         pp, pv, vv = self.P[0], self.P[1], self.P[2]
         rp, rv = self.rp / n, self.rv / n

@@ -21,7 +21,11 @@ Per tick, from this tick's joint readings and IMU board registers:
    stands, so a static attitude or kinematic error cancels): it lifts off when it
    rises ``contact_lift`` (2 mm) above it, and having left stance it lands within
    half of that, or within half of it above the robot's lowest point (a trot's swing
-   foot skims the ground by a few mm: the 10 mm band alone kept it in stance);
+   foot skims the ground by a few mm: the 10 mm band alone kept it in stance).
+   **Lying**: while the other geometry's lowest point is within ``contact_lift`` of the
+   robot's lowest point (the trunk rests on the ground, as at power-up and through the
+   stand-up's first 0.4 s), a foot is down only within ``contact_lift`` of it (the same
+   ground, the same kinematics: the quadruped's front feet hang 9 mm up as it starts);
 4. **position and linear velocity**: a linear Kalman filter per world axis on
    [position, velocity], driven by the accelerometer (specific force rotated to the
    world, plus gravity) and corrected by the stance feet, as the MIT Cheetah 3
@@ -29,8 +33,13 @@ Per tick, from this tick's joint readings and IMU board registers:
    move (velocity -R (J_i v)), keeps the horizontal place it touched down at (moved
    with a rolling ball: the foot point rel. the contact point),
    and stands on flat ground at z = 0 (so the height is absolute, x, y are odometry
-   from where the estimate started, (0, 0)).  With no foot down (lying on the
-   trunk) only the height is corrected, from the lowest point.
+   from where the estimate started, (0, 0)).  Lying on the trunk, the trunk is the
+   anchor instead: its lowest point holds its world x, y (kept where it came to rest,
+   again when another of its points becomes the lowest) and does not move, and rests at
+   z = 0; the feet, even down, are not used (pushing the trunk up they slide: the
+   quadruped's front feet at up to 0.08 m/s, 5 mm of odometry before the trunk lifts) and
+   re-anchor each tick, so they stand where they are when the trunk lifts off.  With no
+   foot down and not lying, only the height is corrected, from the lowest point.
 
 The three world axes share one 2x2 covariance (same model, same noise), so the
 filter is scalar arithmetic: no matrix inverse.
@@ -158,6 +167,8 @@ class BaseEstimator:
         is not in stance (the horizontal test gives way when it would leave no foot down)
     contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
         that lifts it off; having left stance, it lands again within half of it
+        (also the band, above the robot's lowest point, of a trunk it rests on and of a foot
+        down while it does)
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -253,6 +264,11 @@ class BaseEstimator:
     def ticks(self) -> int:
         """Good ticks estimated."""
         return self._kernel.ticks
+
+    @property
+    def resting(self) -> bool:
+        """True while the robot lies on its other contact geometry (a trunk): the x, y anchor."""
+        return self._kernel.resting
 
     @property
     def P(self) -> list[float]:

@@ -110,8 +110,10 @@ class ReferenceEstimator:
         allpts = _contact_points(urdf, cfg, None)
         foot_bodies = {f.body for f in self.feet}
         self._others = []
+        self._o_start = []      # each body's first point in the kernel's flat list
         for b in sorted(set(int(x) for x in allpts.body) - foot_bodies):
             k = allpts.body == b
+            self._o_start.append(sum(len(x[2]) for x in self._others))
             self._others.append((b, np.ascontiguousarray(allpts.position[k]), allpts.radius[k].copy(),
                                  np.zeros(int(k.sum()))))
         self.base = base
@@ -137,6 +139,14 @@ class ReferenceEstimator:
         self._stance = np.zeros(len(feet), dtype=bool)
         self._sole = np.zeros(len(feet))
         self._lowest = 0.0
+        # the other geometry's lowest point: height, which point (body, index), place and
+        # velocity rel. base; resting on it, and where it came to rest (world x, y)
+        self._low_other = 0.0
+        self._o_k = self._o_k_prev = -1
+        self._oc = np.zeros(3)
+        self._ovrel = np.zeros(3)
+        self._o_anchor = np.zeros(2)
+        self.resting = False
         self._tmp = np.zeros(3)
         self.started = False
         self.ticks = 0
@@ -195,12 +205,25 @@ class ReferenceEstimator:
             f.roll[:] = (self.R @ e)[:2]
         low = self._sole.min()
         w = self._tmp
-        for b, pts, rad, z in self._others:
+        best = None
+        for j, (b, pts, rad, z) in enumerate(self._others):
             np.dot(Rz, oR[b], out=w)
             np.dot(pts, w, out=z)
             z -= rad
-            low = min(low, z.min() + Rz @ op[b])
+            k = int(np.argmin(z))
+            zb = z[k] + Rz @ op[b]
+            if j == 0 or zb < self._low_other:
+                self._low_other, best = zb, (b, pts[k], rad[k], self._o_start[j] + k)
+            low = min(low, zb)
         self._lowest = low
+        if best is not None:
+            # the other geometry's lowest point and its velocity rel. base (it holds while lying)
+            b, pt, rad, self._o_k = best
+            c = oR[b] @ pt + op[b] - rad * Rz
+            s0, s1, s2, s3, s4, s5 = vw[b].tolist()
+            c0, c1, c2 = c.tolist()
+            self._oc[:] = c
+            self._ovrel[:] = (s0 + s4 * c2 - s5 * c1, s1 + s5 * c0 - s3 * c2, s2 + s3 * c1 - s4 * c0)
 
     def _contacts(self) -> None:
         low = self._lowest          # the lowest point of the robot is on the ground
@@ -212,6 +235,10 @@ class ReferenceEstimator:
         lift = self.contact_lift
         land = 0.5 * lift
         nf = len(st)
+        # lying on the other geometry: a foot is down within ``lift`` of it
+        rest = bool(self._others) and self._low_other - low < lift
+        if rest:
+            h = lift
         now, fast = [False] * nf, [False] * nf
         for i in range(nf):
             above = sole[i] - low
@@ -236,7 +263,13 @@ class ReferenceEstimator:
             now = [now[i] and not fast[i] for i in range(nf)]
         for i in range(nf):
             zw = float(self.p[2]) + sole[i]
-            if now[i] and st[i]:
+            if now[i] and st[i] and rest:
+                # the trunk holds x, y while it lies: a foot pushing it up slides
+                self.ground[i] += self._alpha * (zw - self.ground[i])
+                f = self.feet[i]
+                np.dot(self.R, f.r, out=self._tmp)
+                f.anchor[0], f.anchor[1] = self.p[0] + self._tmp[0], self.p[1] + self._tmp[1]
+            elif now[i] and st[i]:
                 self.ground[i] += self._alpha * (zw - self.ground[i])
                 f = self.feet[i]
                 f.anchor[0] += self.dt * f.roll[0]
@@ -249,6 +282,11 @@ class ReferenceEstimator:
             elif st[i]:
                 self.lifted[i] = True
             st[i] = now[i]
+        if rest and not (self.resting and self._o_k == self._o_k_prev):
+            u = self.R @ self._oc
+            self._o_anchor[0], self._o_anchor[1] = self.p[0] + u[0], self.p[1] + u[1]
+        self.resting = rest
+        self._o_k_prev = self._o_k
 
     def _predict(self, dt: float) -> None:
         a = self._tmp
@@ -269,14 +307,27 @@ class ReferenceEstimator:
         self.P = [pp, pv, vv]
 
     def _correct(self) -> None:
-        n = int(self._stance.sum())
-        if n == 0:
-            # lying on something else: only the height is known (its lowest point on the ground)
-            self._correct_height()
-            return
         R, t = self.R, self._tmp
         px = py = pz = vx = vy = vz = 0.0
         stance, sole = self._stance.tolist(), self._sole.tolist()
+        if self.resting:
+            # lying on the trunk: it holds still, its lowest point on the ground
+            R0, R1, R2 = R.tolist()
+            oc, ov = self._oc.tolist(), self._ovrel.tolist()
+            px = self._o_anchor[0] - (R0[0] * oc[0] + R0[1] * oc[1] + R0[2] * oc[2])
+            py = self._o_anchor[1] - (R1[0] * oc[0] + R1[1] * oc[1] + R1[2] * oc[2])
+            pz = -float(self._lowest)
+            vx = -(R0[0] * ov[0] + R0[1] * ov[1] + R0[2] * ov[2])
+            vy = -(R1[0] * ov[0] + R1[1] * ov[1] + R1[2] * ov[2])
+            vz = -(R2[0] * ov[0] + R2[1] * ov[1] + R2[2] * ov[2])
+            n = 1
+            stance = [False] * len(stance)
+        else:
+            n = int(self._stance.sum())
+        if n == 0:
+            # no foot down, not lying: only the height is known (its lowest point on the ground)
+            self._correct_height()
+            return
         for i, f in enumerate(self.feet):
             if not stance[i]:
                 continue

@@ -151,3 +151,32 @@ def test_feet_all_sweeping_together_stay_in_stance():
     # the standing feet's odometry moves the estimate that way (the filter converging)
     v = base.linear_velocity[:2]
     assert v @ legs > 0.5 * (legs @ legs), (v, legs)
+
+
+def test_lying_on_the_trunk_it_is_the_anchor_and_hanging_feet_are_not_down():
+    """The quadruped as the virtual bus finds it at power-up (fallen onto its trunk): the
+    estimator rests on the trunk (its lowest point on the ground, x, y held), its feet up.
+    Sweeping the legs (the trunk stays) does not move the estimate."""
+    from servoloop.virtual_bus.robot_plant import make_plant
+
+    cfg = builtin_config("quadruped")
+    plant = make_plant([(s.id, s.model) for s in cfg.servos], "quadruped")
+    names = list(plant.sim.model.actuated_joint_names)
+    lying = plant.sim.q[plant.sim.model.nq - plant.sim.n_joints:]
+    trunk_z = float(plant.sim.q[2])
+    be, base, _, q = _make()
+    q[:] = [lying[names.index(j)] for j in cfg.joint_names]
+    for _ in range(100):
+        assert be.run()
+    assert be.resting and not base.contact.any()
+    assert base.position[2] == pytest.approx(trunk_z, abs=2e-3)
+    dq = be.velocity
+    dq[:] = [0.5 if "hip_flex" in j else 0.0 for j in cfg.joint_names]      # legs swing, trunk still
+    for _ in range(200):
+        be.run()
+    assert np.allclose(base.position[:2], 0.0, atol=1e-4) and np.linalg.norm(base.linear_velocity) < 1e-3
+    # standing, the trunk is 0.2 m up: not resting
+    st, sbase, *_ = _make()
+    for _ in range(20):
+        st.run()
+    assert not st.resting and sbase.contact.all()
