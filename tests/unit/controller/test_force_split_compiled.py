@@ -230,3 +230,22 @@ def test_non_finite_inputs_leave_the_answer_and_bad_shapes_are_named():
                           False, np.inf, np.zeros(12))
     with pytest.raises(ValueError, match="ForceSplitKernel.split: expected J"):
         kern.split(J[:6], f, w, np.inf, None, None, np.zeros((4, 3)), np.zeros((4, 3)))
+
+
+def test_liftoff_weights_match_the_oracle_over_two_cycles():
+    from servoloop.controller.wholebody.gait import TrotGait
+
+    g = TrotGait()
+    g.touchdown = np.array([0.25, 0.75, 0.75, 0.25])
+    out = np.zeros(4)
+    rising = 0
+    for t in np.arange(-0.05, 2 * g.period + 0.05, 1e-4):
+        stance = g.stance(t) if t >= 0 else np.ones(4, bool)
+        ref = fs.liftoff_weights(g, t, stance, 1e-3)
+        assert cf.liftoff_weights(g, t, stance, 1e-3, out=out) is out
+        assert np.array_equal(out, ref), t
+        assert np.array_equal(cf.liftoff_weights(g, t, stance, 1e-3, horizon=0.0), np.ones(4))
+        rising += int(ref.max() > 1.0)
+    assert rising > 1000
+    with pytest.raises(ValueError, match="liftoff_weights: expected stance and out"):
+        cf.liftoff_weights(g, 0.1, np.ones(3, bool), 1e-3)
