@@ -82,6 +82,7 @@ def paths(monkeypatch):
 
 @pytest.mark.parametrize("mu", MUS)
 def test_random_splits_match_the_oracle(mu, paths):
+    """k = 1 + trial % 8: dgelsd (one or two contacts) and the Cholesky fast path."""
     rng = np.random.default_rng(11 + MUS.index(mu))
     splits = 0
     for trial in range(400):
@@ -213,6 +214,8 @@ def test_the_trots_split_calls_match_the_numpy_glue(params):
         lifting += int(moved and w.max() > 1.0)
         heavy += int(moved and w.max() > 100.0)
     assert changed > 800 and lifting > 100 and heavy > 10       # shared, also before lift-offs
+    # both solves ran: Cholesky (three or more feet) and dgelsd (two: rank 5)
+    assert 0 < kernel.cholesky < kernel.solves - 100
 
 
 def test_non_finite_inputs_leave_the_answer_and_bad_shapes_are_named():
