@@ -19,6 +19,10 @@ shared the same way with ``mu`` (the forces kept inside the friction cone) and `
 The same step as ``experiments/seed003_distribute.py``, written anew for the daemon's
 stance-plane ID, where every declared stance foot is loaded (none held at zero for a row
 the answer leaves open: that is the foot left floating at the next lift-off).
+
+The daemon's tick runs it compiled (:mod:`._force_split`: ``BalanceCore._split`` and
+``trot``'s :func:`liftoff_weights`; ~100 us a tick in NumPy); this module is its test
+oracle, and seed 003's experiment uses its :func:`_least_norm`.
 """
 
 from __future__ import annotations
