@@ -10,14 +10,16 @@ Coulomb answer's sliding contacts kept, ``tau_m -= J_j^T delta``) in C.  In NumP
 split cost ~90 us of the trot's tick (``servoloop bench balance``: trot step 27 -> 121
 us): a few dozen calls on arrays of 6 to 36 numbers.
 
-The small dense solve is the one ``np.linalg.lstsq`` makes: the 6 x 6 system
-``A W^-1 A^T lam = b`` (rank deficient with fewer than three contacts) by LAPACK
-``dgelsd`` (``scipy.linalg.cython_lapack``, the routine NumPy's ``lstsq`` calls) with
-``rcond`` 1e-12, so the minimum-norm ``lam`` and the rank cut are the oracle's.  With
-three or more contacts the system is positive definite and its one answer comes from a
-Cholesky solve (0.1 us against dgelsd's ~4 us) unless a pivot falls under ``CHOL_MIN``
-of the largest diagonal entry (then dgelsd): a trot's two-foot ticks take dgelsd, its
-four-foot ones Cholesky.
+The small dense solve is the one ``np.linalg.lstsq`` makes (``rcond`` 1e-12): the
+6 x 6 system ``A W^-1 A^T lam = b``, rank deficient with fewer than three contacts.
+With three or more it is positive definite and its one answer comes from a Cholesky
+solve (0.1 us) unless a pivot falls under ``CHOL_MIN`` of the largest diagonal entry;
+else (a trot's two-foot ticks) from its pseudo-inverse by a cyclic Jacobi
+eigen-decomposition (the matrix is symmetric: its singular values are its eigenvalues'
+sizes, so the terms kept and the minimum-norm ``lam`` are lstsq's).  LAPACK ``dgelsd``
+(``scipy.linalg.cython_lapack``, the routine NumPy's ``lstsq`` calls) answers when the
+Jacobi sweeps do not settle: ~4 us warm, and in the daemon, run cold between ticks, it
+made the split 18 us a tick at p50 (Jacobi: 8).
 
 Every buffer is allocated in ``__init__`` (sized for ``kmax`` contacts); the inner loops
 run without the GIL.  ``force_split.py`` stays as the NumPy oracle
@@ -37,6 +39,8 @@ from scipy.linalg.cython_lapack cimport dgelsd
 
 #: ``lstsq``'s ``rcond`` in the oracle: singular values under it (relative) count as zero
 cdef double RCOND = 1e-12
+#: the Jacobi eigen-decomposition's most sweeps (quadratic convergence: ~6 for a 6 x 6)
+cdef int JACOBI_SWEEPS = 30
 #: the Cholesky fast path's least pivot (squared, relative to M's largest diagonal entry):
 #: M's condition stays near 1e8 or under, its answer lstsq's to ~1e-8 relative at worst
 #: and ~1e-13 in practice; nearer singular, dgelsd as lstsq
@@ -76,6 +80,83 @@ cdef bint _cholesky_solve(const double* M, double* b, double* L) noexcept nogil:
         for c in range(i + 1, 6):
             e -= L[6 * c + i] * b[c]
         b[i] = e / L[7 * i]
+    return True
+
+
+cdef bint _pinv_solve(double* M, double* b, double* V) noexcept nogil:
+    # b <- M^+ b for a symmetric (6, 6) M (overwritten), the pseudo-inverse as lstsq with
+    # rcond RCOND: M's singular values are its eigenvalues' sizes, so the cyclic Jacobi
+    # eigen-decomposition M = V diag(lam) V^T and the terms of |lam| > RCOND max |lam|.
+    # A few kB of data and code against dgelsd's ~9 kB workspace and a dozen LAPACK
+    # routines (in the daemon, with the bus and the estimator between two ticks, dgelsd
+    # ran cold: the split 18 us a tick at p50 against 5 us in a loop).  False when the
+    # sweeps do not settle (b untouched)
+    cdef int sweep, p, q, r
+    cdef double off, tot, apq, theta, t, c, sn, arp, arq, big, cut, e
+    cdef double y[6]
+    memset(V, 0, 36 * sizeof(double))
+    for r in range(6):
+        V[7 * r] = 1.0
+    tot = 0.0
+    for r in range(36):
+        tot += M[r] * M[r]
+    for sweep in range(JACOBI_SWEEPS + 1):
+        off = 0.0
+        for p in range(5):
+            for q in range(p + 1, 6):
+                off += M[6 * p + q] * M[6 * p + q]
+        if off <= 1e-32 * tot:
+            break
+        if sweep == JACOBI_SWEEPS:
+            return False
+        for p in range(5):
+            for q in range(p + 1, 6):
+                apq = M[6 * p + q]
+                if apq == 0.0:
+                    continue
+                # the rotation zeroing M[p, q] (its smaller angle, Golub & Van Loan 8.4)
+                theta = (M[7 * q] - M[7 * p]) / (2.0 * apq)
+                if fabs(theta) > 1e150:
+                    t = 0.5 / theta
+                else:
+                    t = 1.0 / (fabs(theta) + sqrt(theta * theta + 1.0))
+                    if theta < 0.0:
+                        t = -t
+                c = 1.0 / sqrt(t * t + 1.0)
+                sn = t * c
+                for r in range(6):          # M P
+                    arp = M[6 * r + p]
+                    arq = M[6 * r + q]
+                    M[6 * r + p] = c * arp - sn * arq
+                    M[6 * r + q] = sn * arp + c * arq
+                for r in range(6):          # P^T (M P)
+                    arp = M[6 * p + r]
+                    arq = M[6 * q + r]
+                    M[6 * p + r] = c * arp - sn * arq
+                    M[6 * q + r] = sn * arp + c * arq
+                M[6 * p + q] = M[6 * q + p] = 0.0
+                for r in range(6):          # V P
+                    arp = V[6 * r + p]
+                    arq = V[6 * r + q]
+                    V[6 * r + p] = c * arp - sn * arq
+                    V[6 * r + q] = sn * arp + c * arq
+    big = 0.0
+    for r in range(6):
+        if fabs(M[7 * r]) > big:
+            big = fabs(M[7 * r])
+    cut = RCOND * big
+    for p in range(6):              # y = diag(1 / lam) V^T b over the kept terms
+        y[p] = 0.0
+        if fabs(M[7 * p]) > cut:
+            e = 0.0
+            for r in range(6):
+                e += V[6 * r + p] * b[r]
+            y[p] = e / M[7 * p]
+    for r in range(6):
+        e = 0.0
+        for p in range(6):
+            e += V[6 * r + p] * y[p]
+        b[r] = e
     return True
 
 
@@ -161,12 +242,16 @@ cdef class ForceSplitKernel:
     open_n : float [N], a Coulomb contact's normal force at or under which it is unloaded
     stick_margin : float, a Coulomb contact sticks while ``|f_t| < stick_margin mu f_n``
     iters : int, the most solves of the negative-normal active set per least-norm step
+    fast : bool, the 6 x 6 solves by Cholesky, else Jacobi, dgelsd only when neither
+        answers (False: dgelsd alone, for tests)
     """
 
     cdef readonly int kmax, nv, nf, iters
     cdef readonly double open_n, stick_margin
-    #: least-norm solves so far, and those the Cholesky fast path answered
-    cdef readonly long solves, cholesky
+    #: least-norm solves so far, and those the Cholesky fast path / Jacobi answered
+    cdef readonly long solves, cholesky, jacobi
+    #: Cholesky and Jacobi before dgelsd (False: dgelsd alone, the oracle's routine)
+    cdef readonly bint fast
     cdef int lwork
     cdef int[::1] counts, iwork
     cdef double[::1] At, f0, wdiag, fixed, x, best, delta, new, w, work
@@ -174,10 +259,10 @@ cdef class ForceSplitKernel:
     cdef unsigned char[::1] free, free3, free_ls, held, out, keep
 
     def __init__(self, int kmax, int nv, foot_counts=None, double open_n=1e-9,
-                 double stick_margin=1.0 - 1e-6, int iters=8):
+                 double stick_margin=1.0 - 1e-6, int iters=8, bint fast=True):
         if kmax < 1 or nv < 6:
             raise ValueError(f"ForceSplitKernel: kmax ({kmax}) >= 1 and nv ({nv}) >= 6 expected")
-        self.kmax, self.nv, self.iters = kmax, nv, iters
+        self.kmax, self.nv, self.iters, self.fast = kmax, nv, iters, fast
         self.open_n, self.stick_margin = open_n, stick_margin
         self.counts = np.ascontiguousarray([] if foot_counts is None else foot_counts, dtype=np.intc)
         self.nf = self.counts.shape[0]
@@ -254,9 +339,23 @@ cdef class ForceSplitKernel:
             # definite (three or more contacts) its one answer by Cholesky (0.1 us), else the
             # minimum-norm one (rank < 6 with fewer than three contacts) as lstsq finds it
             self.solves += 1
-            if _cholesky_solve(M, rhs, &self.L[0]):
+            if self.fast and _cholesky_solve(M, rhs, &self.L[0]):
                 self.cholesky += 1
+            elif self.fast and _pinv_solve(M, rhs, &self.L[0]):
+                self.jacobi += 1
             else:
+                # the Jacobi sweeps did not settle (not seen): M was overwritten, again
+                memset(M, 0, 36 * sizeof(double))
+                for c in range(n3):
+                    if free[c]:
+                        wi = 1.0 / wd[c]
+                        a = At + 6 * c
+                        for i in range(6):
+                            ai = a[i] * wi
+                            for j in range(6):
+                                M[6 * i + j] += ai * a[j]
+                for i in range(6):
+                    rhs[i] = b[i]
                 dgelsd(&m6, &m6, &one, M, &m6, rhs, &m6, &self.sv[0], &rc, &rank, &self.work[0],
                        &lwork, &self.iwork[0], &info)
                 if info != 0:
@@ -524,16 +623,16 @@ cdef _raise_for(int st):
         raise np.linalg.LinAlgError("SVD did not converge in Linear Least Squares")
 
 
-def split_forces(J, forces, weights, open_=None, iters=8, mu=None, keep=None):
+def split_forces(J, forces, weights, open_=None, iters=8, mu=None, keep=None, fast=True):
     """:func:`controller.wholebody.force_split.split_forces`, compiled: ``(new, delta)``
-    (k, 3) [N] (a kernel per call: for tests and one-off use)."""
+    (k, 3) [N] (a kernel per call: for tests and one-off use; ``fast`` as the kernel's)."""
     forces = np.ascontiguousarray(forces, dtype=float).reshape(-1, 3)
     J = np.ascontiguousarray(J, dtype=float)
     k = forces.shape[0]
     new, delta = forces.copy(), np.zeros_like(forces)
     if k == 0:
         return new, delta
-    kern = ForceSplitKernel(k, J.shape[1], iters=iters)
+    kern = ForceSplitKernel(k, J.shape[1], iters=iters, fast=fast)
     kern.split(J, forces, np.ascontiguousarray(weights, dtype=float),
                INFINITY if mu is None else float(mu), keep, open_, new, delta)
     return new, delta

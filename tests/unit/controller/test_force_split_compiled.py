@@ -82,15 +82,16 @@ def paths(monkeypatch):
 
 @pytest.mark.parametrize("mu", MUS)
 def test_random_splits_match_the_oracle(mu, paths):
-    """k = 1 + trial % 8: dgelsd (one or two contacts) and the Cholesky fast path."""
+    """k = 1 + trial % 8: Jacobi (one or two contacts) and Cholesky; and dgelsd alone."""
     rng = np.random.default_rng(11 + MUS.index(mu))
     splits = 0
     for trial in range(400):
         k = 1 + trial % 8
         J, f, w, keep = _case(rng, k, mu)
         new, delta = fs.split_forces(J, f, w, mu=mu, keep=keep)
-        cnew, cdelta = cf.split_forces(J, f, w, mu=mu, keep=keep)
-        assert _err(cnew, new) <= REL and _err(cdelta, delta) <= REL, (trial, k, new, cnew)
+        for fast in (True, False):
+            cnew, cdelta = cf.split_forces(J, f, w, mu=mu, keep=keep, fast=fast)
+            assert _err(cnew, new) <= REL and _err(cdelta, delta) <= REL, (trial, k, fast, new, cnew)
         if keep is not None:
             assert not cdelta[keep].any()                           # held ones as given
         splits += int(delta.any())
@@ -214,8 +215,9 @@ def test_the_trots_split_calls_match_the_numpy_glue(params):
         lifting += int(moved and w.max() > 1.0)
         heavy += int(moved and w.max() > 100.0)
     assert changed > 800 and lifting > 100 and heavy > 10       # shared, also before lift-offs
-    # both solves ran: Cholesky (three or more feet) and dgelsd (two: rank 5)
-    assert 0 < kernel.cholesky < kernel.solves - 100
+    # both fast solves ran: Cholesky (three or more feet) and Jacobi (two: rank 5)
+    assert kernel.cholesky > 100 and kernel.jacobi > 100
+    assert kernel.cholesky + kernel.jacobi == kernel.solves
 
 
 def test_non_finite_inputs_leave_the_answer_and_bad_shapes_are_named():
