@@ -52,7 +52,8 @@ cdef bint _cholesky_solve(const double* M, double* b, double* L) noexcept nogil:
     # largest diagonal entry (then lstsq's answer to rounding: the system is far from its
     # rcond cut); x into b, True.  False, b untouched, for any other M
     cdef int i, j, c
-    cdef double dmax = 0.0, e, y[6]
+    cdef double dmax = 0.0, e
+    cdef double y[6]
     for i in range(6):
         if M[7 * i] > dmax:
             dmax = M[7 * i]
@@ -254,7 +255,7 @@ cdef class ForceSplitKernel:
     cdef readonly bint fast
     cdef int lwork
     cdef int[::1] counts, iwork
-    cdef double[::1] At, f0, wdiag, fixed, x, best, delta, new, w, work
+    cdef double[::1] At, wdiag, fixed, x, best, delta, new, w, work
     cdef double[::1] wrench, bb, M, L, rhs, sv
     cdef unsigned char[::1] free, free3, free_ls, held, out, keep
 
@@ -268,7 +269,7 @@ cdef class ForceSplitKernel:
         self.nf = self.counts.shape[0]
         n3 = 3 * kmax
         self.At = np.zeros(6 * n3)
-        self.f0, self.wdiag, self.fixed = np.zeros(n3), np.zeros(n3), np.zeros(n3)
+        self.wdiag, self.fixed = np.zeros(n3), np.zeros(n3)
         self.x, self.best, self.delta, self.new = np.zeros(n3), np.zeros(n3), np.zeros(n3), np.zeros(n3)
         self.w = np.zeros(kmax)
         self.wrench, self.bb, self.rhs, self.sv = np.zeros(6), np.zeros(6), np.zeros(6), np.zeros(6)
@@ -522,8 +523,12 @@ cdef class ForceSplitKernel:
         cdef const unsigned char[::1] op = None if open_ is None else np.ascontiguousarray(open_, dtype=np.uint8)
         if (kp is not None and kp.shape[0] != k) or (op is not None and op.shape[0] != k):
             raise ValueError(f"ForceSplitKernel.split: keep / open_ must be ({k},)")
-        cdef const unsigned char* kptr = NULL if kp is None else &kp[0]
-        cdef const unsigned char* optr = NULL if op is None else &op[0]
+        cdef const unsigned char* kptr = NULL
+        cdef const unsigned char* optr = NULL
+        if kp is not None:
+            kptr = &kp[0]
+        if op is not None:
+            optr = &op[0]
         with nogil:
             st = self._split(k, &J[0, 0], J.shape[1], &forces[0, 0], &weights[0], optr, kptr, mu,
                              &new[0, 0], &delta[0, 0])
