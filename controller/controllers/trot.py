@@ -23,7 +23,7 @@ from __future__ import annotations
 from servoloop.controller.controllers.base import _number
 from servoloop.controller.controllers.wbc import WbcController
 from servoloop.controller.errors import ControllerParamError
-from servoloop.controller.wholebody.force_split import liftoff_weights
+from servoloop.controller.wholebody._force_split import liftoff_weights
 
 __all__ = ["TrotController"]
 

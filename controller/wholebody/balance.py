@@ -24,7 +24,7 @@ One tick of whole-body control (seed 003's controller structure):
    without it a stance foot carried < 2 % of the predicted load on every four-foot
    tick, and ``trot`` fell on rigid mu = inf ground (tilt 53 deg); with it the least
    loaded foot carries ~20 % on average and the trot stays up (2.3 deg).  Only on the
-   stance plane, in NumPy like the no-slip solve before it (~50 us a tick).
+   stance plane; compiled (:mod:`._force_split`, NumPy oracle :mod:`.force_split`).
    ``lcp_coulomb`` (``coulomb_split``, point feet): the same on its answer's sticking
    contacts (tangential force strictly inside the cone, or unloaded; a sliding one keeps
    its force), every shared force kept inside the ID's cone ``mu``.  Measured the same way
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servoloop.controller.wholebody._balance import BalanceKernel
-from servoloop.controller.wholebody.force_split import split_forces
+from servoloop.controller.wholebody._force_split import ForceSplitKernel
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix, rotation_log
 from servoloop.core_cy.inverse_dynamics import ContactInverseDynamics, WarmStart, solve
 from servoloop.core_cy.sim.model import Ground
@@ -190,12 +190,14 @@ class BalanceCore:
         self._vp = np.zeros(nv)                 # the velocity given to the contact ID
         feet = robot.feet
         counts = [len(f.points) for f in feet]
-        self._foot_counts = np.array(counts, dtype=np.intp)
         # the compiled tick (step 2 when self._normal; the stance plane and velocity always)
         self._kernel = BalanceKernel(
             robot.model, robot.data, [f.body for f in feet], np.cumsum([0] + counts[:-1]), counts,
             np.vstack([f.points for f in feet]), [f.center for f in feet], [f.radius for f in feet],
             self._pose_cols, self._H, self._g, self._J, self._a, self._Js, self.qdd, self._vp)
+        # step 4, compiled: its workspace sized for every foot's points in stance
+        self._splitter = ForceSplitKernel(max(sum(counts), 1), nv, counts, SPLIT_OPEN_N,
+                                          STICK_MARGIN)
         # the contact ID: one workspace per stance set, solved in place
         self._ws: dict = {}
         self._tau_a = np.zeros(nv - 6)
@@ -356,36 +358,29 @@ class BalanceCore:
         or unloaded) are shared, a sliding one keeps its force, and every shared force stays
         inside the cone ``mu``.
 
-        NumPy on a handful of 18-column arrays, as the no-slip solve it follows (``qp``'s
-        tick is unchanged).
+        Compiled (:class:`._force_split.ForceSplitKernel`, issue 11: in NumPy the split
+        was ~90 us of the trot's tick); :func:`.force_split.split_forces` is its oracle.
         """
         ms = self._kernel.ms
         if ms == 0:
             return
         # the stance points' rows the stance plane's step made at this q (foot order, the
-        # ID's contacts), and each point's foot weight
-        J = self._Js[:ms]
-        w = np.repeat(self.liftoff_weights[stance], self._foot_counts[stance])
-        # no contact is held unloaded: on the stance plane a declared stance foot is on the
-        # ground, and one the answer lets separate by microns (its row open) is the one
-        # left floating when the loaded foot lifts (seed 003, BENCHMARKS.md); measured in the
-        # daemon's trot, keeping open rows unloaded left a foot at < 2 % on 99 % of the
-        # four-foot ticks, loading them: 10 %
-        keep = None
-        if mu is not None:
-            f = self.forces
-            # sliding: on the cone's edge with a load (rounding aside); an unloaded contact
-            # (the stance foot the answer left at zero) is shared like the no-slip one
-            ft2 = f[:, 0] * f[:, 0] + f[:, 1] * f[:, 1]
-            keep = (f[:, 2] > SPLIT_OPEN_N) & (ft2 >= (mu * STICK_MARGIN * f[:, 2]) ** 2)
-            if keep.all():
-                return
-        new, delta = split_forces(J, self.forces, w, mu=mu, keep=keep)
-        if not delta.any():
+        # ID's contacts), each point with its foot's weight.  No contact is held unloaded:
+        # on the stance plane a declared stance foot is on the ground, and one the answer
+        # lets separate by microns (its row open) is the one left floating when the loaded
+        # foot lifts (seed 003, BENCHMARKS.md); measured in the daemon's trot, keeping open
+        # rows unloaded left a foot at < 2 % on 99 % of the four-foot ticks, loading them:
+        # 10 %.  With ``mu``: a sliding contact (on the cone's edge with a load, rounding
+        # aside) keeps its force; an unloaded one (the stance foot the answer left at zero)
+        # is shared like the no-slip one.  In place: :attr:`forces` and ``_tau_m``
+        forces = self.forces
+        if not (forces.flags.c_contiguous and forces.dtype == np.float64):
+            forces = self.forces = np.ascontiguousarray(forces, dtype=np.float64)
+        if not self._splitter.split_stance(self._Js, ms, forces, self.liftoff_weights,
+                                           stance.view(np.uint8), mu is not None,
+                                           np.inf if mu is None else mu, self._tau_m):
             return
-        self._tau_m -= J[:, 6:].T @ delta.reshape(-1)
         self.tau[:] = self._tau_m[self._tau_from]
-        self.forces = new
         self.splits += 1
 
     def step(self, q, v, tg: Targets) -> np.ndarray:

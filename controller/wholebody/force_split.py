@@ -19,6 +19,10 @@ shared the same way with ``mu`` (the forces kept inside the friction cone) and `
 The same step as ``experiments/seed003_distribute.py``, written anew for the daemon's
 stance-plane ID, where every declared stance foot is loaded (none held at zero for a row
 the answer leaves open: that is the foot left floating at the next lift-off).
+
+The daemon's tick runs it compiled (:mod:`._force_split`: ``BalanceCore._split`` and
+``trot``'s :func:`liftoff_weights`; ~100 us a tick in NumPy); this module is its test
+oracle, and seed 003's experiment uses its :func:`_least_norm`.
 """
 
 from __future__ import annotations
@@ -117,7 +121,7 @@ def split_forces(J: np.ndarray, forces: np.ndarray, weights: np.ndarray,
             break
         f = x.reshape(k, 3)
         ft = np.sqrt(f[:, 0] ** 2 + f[:, 1] ** 2)
-        out = ~held & (ft > mu * f[:, 2] * (1.0 + 1e-9) + 1e-12)
+        out = ~held & _outside(ft, f[:, 2], mu)
         if not out.any():
             break
         fixed.reshape(k, 3)[out] = _onto_cone(f[out], ft[out], mu)
@@ -158,6 +162,12 @@ def _least_norm(A, wdiag, free, b, iters) -> np.ndarray:
     return x
 
 
+def _outside(ft, fn, mu: float):
+    """(m,) bool: tangential forces ``ft`` (m,) [N] over the cone ``mu fn`` (normal forces
+    ``fn`` (m,)) by more than rounding (1e-9 relative, 1e-12 N)."""
+    return ft > mu * fn * (1.0 + 1e-9) + 1e-12
+
+
 def _onto_cone(f: np.ndarray, ft: np.ndarray, mu: float) -> np.ndarray:
     """(m, 3) the nearest forces on the cone ``|f_t| <= mu f_n`` to ``f`` (m, 3), outside it
     (``ft`` (m,) their tangential norms)."""
@@ -177,7 +187,8 @@ def cone_step(forces: np.ndarray, delta: np.ndarray, mu: float) -> float:
     moved contact of ``forces`` is on the edge or outside and ``delta`` leads out.
 
     Per contact ``g(s) = mu^2 f_n(s)^2 - |f_t(s)|^2`` is a quadratic; a contact whose end
-    (``s = 1``) is inside the cone (``f_n >= 0``, ``g >= 0``) never binds (the cone is convex);
+    (``s = 1``) is inside the cone (``f_n >= 0`` and ``|f_t| <= mu f_n`` to rounding, 1e-9
+    relative: the split's held contacts end on the edge) never binds (the cone is convex);
     for the others the step ends at ``g``'s first root after 0.
     """
     fn0, dn = forces[:, 2], delta[:, 2]
@@ -186,7 +197,10 @@ def cone_step(forces: np.ndarray, delta: np.ndarray, mu: float) -> float:
     ft1 = forces[:, :2] + delta[:, :2]
     # a contact the step leaves alone (held: a sliding one, on the edge) does not bind
     moved = (delta != 0.0).any(axis=1)
-    out = moved & ((fn1 < 0.0) | (m2 * fn1 * fn1 < (ft1 * ft1).sum(axis=1)))
+    # outside as the split's hold loop tells (``_outside``): a contact it held on the edge
+    # ends there to rounding, and a strict test made the step 0 or 1 by a last bit
+    # (a contact starting unloaded has no step: the whole split or none)
+    out = moved & ((fn1 < 0.0) | _outside(np.sqrt((ft1 * ft1).sum(axis=1)), fn1, mu))
     if not out.any():
         return 1.0
     s = 1.0
