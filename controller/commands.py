@@ -230,14 +230,18 @@ def cmd_run(args) -> int:
             printer = StatusLine(daemon, sys.stderr)
             printer.start()
             daemon.helper_threads.append(printer._thread)
+        base_state = getattr(lock.virtual.engine.plant, "base_state", None) if lock is not None else None
+        # where the robot lay when the servos were powered up (the plant lets it fall and settle
+        # first): the estimate starts from there, so its position compares with the truth's move
+        power_up = base_state() if base_state is not None else None
         try:
             summary = daemon.run(args.duration)
         finally:
             if printer is not None:
                 printer.stop()
-        base_state = getattr(lock.virtual.engine.plant, "base_state", None) if lock is not None else None
         if base_state is not None and base_state() is not None:
             summary["simulation"] = base_state()      # the plant's truth, to compare with estimates
+            summary["simulation"]["at_power_up"] = power_up
     finally:
         if vproc is not None:
             vproc.stop()

@@ -94,8 +94,13 @@ def test_the_cli_reports_the_simulated_base(tmp_path):
                         "--duration", "3", "--json", "--quiet", "--telemetry", "none", "--socket", "none"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    sim = json.loads(r.stdout.strip().splitlines()[-1])["simulation"]
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    sim = s["simulation"]
     assert sim["base_position_in_world"][2] > 0.2 and len(sim["base_rpy"]) == 3
+    # where it lay at power-up (the plant let it fall and settle first): low, and level
+    start = sim["at_power_up"]
+    assert start["base_position_in_world"][2] < 0.1 and len(start["base_rpy"]) == 3
+    assert "estimate" not in s          # this config has no IMU: no base estimate to compare
 
 
 @pytest.mark.parametrize("controller", ["wbc", "trot"])
