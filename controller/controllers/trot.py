@@ -40,6 +40,31 @@ class TrotController(WbcController):
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)
         self.planner = None
+        self._swing_demand = self._swing_speed_demand()
+
+    def _swing_speed_demand(self) -> tuple[float, float | None]:
+        """(peak joint speed the gait's swing asks [rad/s], the slowest servo's no-load speed
+        [rad/s] or None without a config), at the configured gait and ``speed_mps``.
+
+        Computed once, before the loop runs (~10 ms: not in a tick).  Issue 11: seed 003's
+        swing (1.5 cm in 75 ms) asks ~10 rad/s of the quadruped's hips and knees, twice the
+        XM430-W350's no-load speed at 12 V, and its feet reached 5-6 mm (BENCHMARKS.md).
+        """
+        import numpy as np
+
+        from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
+        from servoloop.controller.wholebody.trot_planner import swing_joint_speed
+
+        p, r = self.params, self.robot
+        gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
+                        step_height=float(p.get("step_height", 0.015)))
+        gait.touchdown = np.array([touchdown_phase(f.link, i) for i, f in enumerate(r.feet)])
+        q0 = r.model.neutral().copy()
+        q0[r.q_joints] = self._default_posture()
+        demand = float(swing_joint_speed(r, q0, gait, float(p.get("speed_mps", 0.0)),
+                                         samples=30).max())
+        no_load = self._servo_models("no_load_speed_at_supply_rad_s")
+        return demand, (None if no_load is None or not len(no_load) else float(no_load.min()))
 
     def check_params(self, params: dict, initial: bool = False) -> dict:
         params = super().check_params(params, initial)
@@ -100,4 +125,7 @@ class TrotController(WbcController):
         s = super().status()
         if self.planner is not None:
             s.update(speed_mps=self.planner.speed, speed_goal_mps=self.planner.speed_goal)
+        # the swing's joint-speed demand next to what the servos can do (issue 11)
+        s.update(swing_joint_speed_rad_s=self._swing_demand[0],
+                 servo_no_load_speed_rad_s=self._swing_demand[1])
         return s
