@@ -20,6 +20,8 @@ point feet) its sticking contacts the same way, inside the friction cone.
 
 from __future__ import annotations
 
+import math
+
 from servoloop.controller.controllers.base import _number
 from servoloop.controller.controllers.wbc import WbcController
 from servoloop.controller.errors import ControllerParamError
@@ -61,8 +63,11 @@ class TrotController(WbcController):
         gait.touchdown = np.array([touchdown_phase(f.link, i) for i, f in enumerate(r.feet)])
         q0 = r.model.neutral().copy()
         q0[r.q_joints] = self._default_posture()
-        demand = float(swing_joint_speed(r, q0, gait, float(p.get("speed_mps", 0.0)),
-                                         samples=30).max())
+        try:
+            demand = float(swing_joint_speed(r, q0, gait, float(p.get("speed_mps", 0.0)),
+                                             samples=30).max())
+        except (np.linalg.LinAlgError, ValueError):     # a diagnostic: never stops a trot
+            demand = math.nan
         no_load = self._servo_models("no_load_speed_at_supply_rad_s")
         return demand, (None if no_load is None or not len(no_load) else float(no_load.min()))
 
