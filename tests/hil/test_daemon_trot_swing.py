@@ -5,10 +5,11 @@ every tick of 2.5 s of trot at 0.1 m/s: how high each swing foot rises over wher
 off, against the gait's ``step_height`` (1.5 cm), and how fast it comes down when it
 lands.  Measured (BENCHMARKS.md, daemon trot): the feet rise 5-6 mm and land at up to
 ~0.3 m/s.  The gait's swing asks ~10 rad/s of the hips and knees, twice the
-XM430-W350's no-load speed (4.8 rad/s at 12 V); the swing's acceleration reaches the
-joints at ~0.45 of what the whole-body tick asks (position-mode servos, goal offsets),
-and the posture task takes a third of it (with ideal, uncapped torque sources and the
-posture out of the way the feet reach 14 mm).  The target stays as an expected failure.
+XM430-W350's no-load speed (4.8 rad/s at 12 V); the goal slew limit (at that speed)
+clips the torque carried by the position servos' goal offsets (swing joints get 0.56 of
+it; without the limit 0.85 and the feet 7.5 mm), and the posture task takes a third of
+the swing's acceleration (with ideal, uncapped torque sources and the posture out of the
+way the feet reach 14 mm).  The target stays as an expected failure.
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ def test_the_swing_measurement_sees_every_foot_lift_and_land(swings):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 11: the swing asks twice the XM430-W350's "
-                   "no-load speed and the servo chain delivers ~0.45 of the swing's "
-                   "acceleration (BENCHMARKS.md, daemon trot)")
+                   "no-load speed, and the goal slew limit clips the swing legs' torque "
+                   "(BENCHMARKS.md, daemon trot)")
 def test_swing_feet_follow_the_step_height_and_land_softly(swings):
     s, _ = swings
     assert np.all(np.abs(s[:, 1] - STEP_HEIGHT) < 0.3 * STEP_HEIGHT), s[:, 1]
