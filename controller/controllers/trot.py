@@ -43,6 +43,23 @@ class TrotController(WbcController):
         super().__init__(ctx, params, robot)
         self.planner = None
         self._swing_demand = self._swing_speed_demand()
+        #: said once in the run summary's ``warnings`` (the daemon collects them)
+        self.warnings: list[str] = []
+        demand, no_load = self._swing_demand
+        if no_load is not None and demand > no_load:
+            self.warnings.append(
+                f"trot: the swing asks {demand:.1f} rad/s of the leg joints, the servos do "
+                f"{no_load:.1f} rad/s at no load: the feet will fall short of step_height "
+                f"({self._gait().step_height * 1e3:.0f} mm); a lower step_height or a longer period "
+                "asks less")
+
+    def _gait(self):
+        """The params' :class:`~servoloop.controller.wholebody.gait.TrotGait` (a new one)."""
+        from servoloop.controller.wholebody.gait import TrotGait
+
+        p = self.params
+        return TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
+                        step_height=float(p.get("step_height", 0.015)))
 
     def _swing_speed_demand(self) -> tuple[float, float | None]:
         """(peak joint speed the gait's swing asks [rad/s], the slowest servo's no-load speed
@@ -54,12 +71,11 @@ class TrotController(WbcController):
         """
         import numpy as np
 
-        from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
+        from servoloop.controller.wholebody.gait import touchdown_phase
         from servoloop.controller.wholebody.trot_planner import swing_joint_speed
 
         p, r = self.params, self.robot
-        gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
-                        step_height=float(p.get("step_height", 0.015)))
+        gait = self._gait()
         gait.touchdown = np.array([touchdown_phase(f.link, i) for i, f in enumerate(r.feet)])
         q0 = r.model.neutral().copy()
         q0[r.q_joints] = self._default_posture()
@@ -92,14 +108,11 @@ class TrotController(WbcController):
                 self.planner.accel = float(params["accel"])
 
     def begin_run(self, q, v) -> None:
-        from servoloop.controller.wholebody.gait import TrotGait
         from servoloop.controller.wholebody.trot_planner import TrotPlanner
 
         super().begin_run(q, v)
         p = self.params
-        gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
-                        step_height=float(p.get("step_height", 0.015)))
-        self.planner = TrotPlanner(self.robot, q, self.posture, gait, height=self._pose[2],
+        self.planner = TrotPlanner(self.robot, q, self.posture, self._gait(), height=self._pose[2],
                                    accel=float(p.get("accel", 0.5)))
         self.planner.speed_goal = float(p.get("speed_mps", 0.0))
         self.targets = self.planner.targets

@@ -76,6 +76,7 @@ def swings():
                 continue                         # still in the air when the run ended
             td = top + down[0]
             out.append((i, z[top, i] - z0, float(np.abs(vz[max(td - 3, top):td + 1, i]).max())))
+    status["summary_warnings"] = summary["warnings"]
     return np.array(out), status
 
 
@@ -85,6 +86,8 @@ def test_the_swing_measurement_sees_every_foot_lift_and_land(swings):
     assert s[:, 1].min() > 0.002                  # the feet do leave the ground
     # the demand the status reports: more than the servos' no-load speed
     assert status["swing_joint_speed_rad_s"] > 2.0 * status["servo_no_load_speed_rad_s"]
+    # and the run's summary says so, with what to change
+    assert any(w.startswith("trot: the swing asks") and "step_height" in w for w in status["summary_warnings"])
 
 
 @pytest.mark.xfail(strict=True, reason="issue 11: the swing asks twice the XM430-W350's "

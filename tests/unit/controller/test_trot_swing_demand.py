@@ -76,5 +76,9 @@ def test_trot_status_reports_the_demand_against_the_servos_no_load_speed():
     assert s["servo_no_load_speed_rad_s"] == pytest.approx(46.0 * 2 * math.pi / 60, rel=1e-6)
     assert s["swing_joint_speed_rad_s"] > 2.0 * s["servo_no_load_speed_rad_s"]
     # a lower, slower step is within it (its 6 cm stride in 0.15 s now asks the most)
-    gentle = _trot(speed_mps=0.1, step_height=0.004, period=0.6).status()
+    trot = _trot(speed_mps=0.1)
+    assert len(trot.warnings) == 1 and "step_height" in trot.warnings[0]     # said in the summary
+    gentle_trot = _trot(speed_mps=0.1, step_height=0.004, period=0.6)
+    gentle = gentle_trot.status()
     assert gentle["swing_joint_speed_rad_s"] < gentle["servo_no_load_speed_rad_s"]
+    assert gentle_trot.warnings == []
