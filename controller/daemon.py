@@ -567,7 +567,8 @@ class Daemon:
                 "cpu": rt.cpu, "timer_slack_ns": rt.timer_slack_ns, "cpu_latency_us": rt.cpu_latency_us,
                 "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
-            "warnings": list(self.warnings) + self.loop.watchdog.warnings + self._comm_warnings(),
+            "warnings": (list(self.warnings) + list(getattr(self.controller, "warnings", ()))
+                         + self.loop.watchdog.warnings + self._comm_warnings()),
             "bus_watchdog_trips": self.loop.watchdog.trips,
             "comm": self.loop.safety.comm.status(),
             **self._estimate(),

@@ -20,6 +20,8 @@ point feet) its sticking contacts the same way, inside the friction cone.
 
 from __future__ import annotations
 
+import math
+
 from servoloop.controller.controllers.base import _number
 from servoloop.controller.controllers.wbc import WbcController
 from servoloop.controller.errors import ControllerParamError
@@ -40,6 +42,50 @@ class TrotController(WbcController):
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)
         self.planner = None
+        self._swing_demand = self._swing_speed_demand()
+        #: said once in the run summary's ``warnings`` (the daemon collects them)
+        self.warnings: list[str] = []
+        demand, no_load = self._swing_demand
+        if no_load is not None and demand > no_load:
+            self.warnings.append(
+                f"trot: the swing asks {demand:.1f} rad/s of the leg joints, the servos do "
+                f"{no_load:.1f} rad/s at no load: the feet will fall short of step_height "
+                f"({self._gait().step_height * 1e3:.0f} mm); a lower step_height or a longer period "
+                "asks less")
+
+    def _gait(self):
+        """The params' :class:`~servoloop.controller.wholebody.gait.TrotGait` (a new one)."""
+        from servoloop.controller.wholebody.gait import TrotGait
+
+        p = self.params
+        return TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
+                        step_height=float(p.get("step_height", 0.015)))
+
+    def _swing_speed_demand(self) -> tuple[float, float | None]:
+        """(peak joint speed the gait's swing asks [rad/s], the slowest servo's no-load speed
+        [rad/s] or None without a config), at the configured gait and ``speed_mps``.
+
+        Computed once, before the loop runs (~10 ms: not in a tick).  Issue 11: seed 003's
+        swing (1.5 cm in 75 ms) asks ~10 rad/s of the quadruped's hips and knees, twice the
+        XM430-W350's no-load speed at 12 V, and its feet reached 5-6 mm (BENCHMARKS.md).
+        """
+        import numpy as np
+
+        from servoloop.controller.wholebody.gait import touchdown_phase
+        from servoloop.controller.wholebody.trot_planner import swing_joint_speed
+
+        p, r = self.params, self.robot
+        gait = self._gait()
+        gait.touchdown = np.array([touchdown_phase(f.link, i) for i, f in enumerate(r.feet)])
+        q0 = r.model.neutral().copy()
+        q0[r.q_joints] = self._default_posture()
+        try:
+            demand = float(swing_joint_speed(r, q0, gait, float(p.get("speed_mps", 0.0)),
+                                             samples=30).max())
+        except (np.linalg.LinAlgError, ValueError):     # a diagnostic: never stops a trot
+            demand = math.nan
+        no_load = self._servo_models("no_load_speed_at_supply_rad_s")
+        return demand, (None if no_load is None or not len(no_load) else float(no_load.min()))
 
     def check_params(self, params: dict, initial: bool = False) -> dict:
         params = super().check_params(params, initial)
@@ -62,14 +108,11 @@ class TrotController(WbcController):
                 self.planner.accel = float(params["accel"])
 
     def begin_run(self, q, v) -> None:
-        from servoloop.controller.wholebody.gait import TrotGait
         from servoloop.controller.wholebody.trot_planner import TrotPlanner
 
         super().begin_run(q, v)
         p = self.params
-        gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
-                        step_height=float(p.get("step_height", 0.015)))
-        self.planner = TrotPlanner(self.robot, q, self.posture, gait, height=self._pose[2],
+        self.planner = TrotPlanner(self.robot, q, self.posture, self._gait(), height=self._pose[2],
                                    accel=float(p.get("accel", 0.5)))
         self.planner.speed_goal = float(p.get("speed_mps", 0.0))
         self.targets = self.planner.targets
@@ -100,4 +143,7 @@ class TrotController(WbcController):
         s = super().status()
         if self.planner is not None:
             s.update(speed_mps=self.planner.speed, speed_goal_mps=self.planner.speed_goal)
+        # the swing's joint-speed demand next to what the servos can do (issue 11)
+        s.update(swing_joint_speed_rad_s=self._swing_demand[0],
+                 servo_no_load_speed_rad_s=self._swing_demand[1])
         return s

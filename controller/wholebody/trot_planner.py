@@ -21,7 +21,7 @@ from servoloop.controller.wholebody.balance import Targets
 from servoloop.controller.wholebody.gait import TrotGait, touchdown_phase
 from servoloop.controller.wholebody.robot import WholeBodyRobot, quat_to_matrix
 
-__all__ = ["TrotPlanner"]
+__all__ = ["TrotPlanner", "swing_joint_speed"]
 
 
 class TrotPlanner:
@@ -108,3 +108,48 @@ class TrotPlanner:
                 self.liftoff[i] = r.foot_position(r.feet[i])
         k.swing(g.period, g.duty, g.step_height, self.ground_z)
         return tg
+
+
+def swing_joint_speed(robot: WholeBodyRobot, q0, gait: TrotGait, speed: float = 0.0,
+                      samples: int = 60) -> np.ndarray:
+    """Peak joint speed [rad/s] each foot's swing reference asks of its leg, (feet,).
+
+    The trot's swing as :class:`TrotPlanner` plans it at a steady ``speed`` [m/s] (forward
+    in the heading of ``q0``): the base level at ``q0``'s pose moving at ``speed``, the foot
+    lifting off half the stance travel behind where it stands at ``q0`` and landing half
+    of it ahead, along :meth:`TrotGait.swing_reference`.  At ``samples`` points of the swing
+    the leg is solved for the foot's point (position IK over the joints that move it, from
+    ``q0``'s angles) and the joint rates for the foot's velocity relative to the base are
+    ``J_leg^+ (v_foot - v_base)``.  A diagnostic (issue 11: the servos' no-load speed caps
+    what a swing can do; compare with it), not run in the tick.
+    """
+    q = np.array(q0, dtype=float)
+    robot.kinematics(q)
+    feet = np.array([robot.foot_position(f) for f in robot.feet])
+    R0 = quat_to_matrix(q[3:7])
+    h = np.array([R0[0, 0], R0[1, 0], 0.0])
+    h /= np.linalg.norm(h)
+    T = gait.swing_time
+    ground_z = float(feet[:, 2].mean())
+    out = np.zeros(len(robot.feet))
+    base0 = q[:3].copy()
+    for i, f in enumerate(robot.feet):
+        qi = q.copy()
+        robot.kinematics(qi)
+        J = robot.point_jacobian(qi, f.body, f.center, f.radius)
+        cols = 6 + np.flatnonzero(np.abs(J[:, 6:]).sum(axis=0) > 1e-12)
+        start = feet[i] - h * speed * gait.stance_time / 2.0
+        target = feet[i] + h * speed * (T + gait.stance_time / 2.0)
+        for u in np.linspace(0.0, 1.0, samples, endpoint=False):
+            p, v, _ = gait.swing_reference(float(u), start.copy(), target, ground_z)
+            shift = h * speed * u * T                # the base has moved on
+            for _ in range(3):                       # Newton, from the last sample's angles
+                qi[:3] = base0 + shift
+                robot.kinematics(qi)
+                J = robot.point_jacobian(qi, f.body, f.center, f.radius)[:, cols]
+                qi[1 + cols] += np.linalg.lstsq(J, p - robot.foot_position(f), rcond=None)[0]
+            robot.kinematics(qi)
+            J = robot.point_jacobian(qi, f.body, f.center, f.radius)[:, cols]
+            rates = np.linalg.lstsq(J, v - h * speed, rcond=None)[0]
+            out[i] = max(out[i], float(np.abs(rates).max()))
+    return out
