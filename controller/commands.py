@@ -109,8 +109,9 @@ def _load_cfg(args):
         from servoloop.controller.config import ControllerConfig
 
         base = over.get("controller", cfg.controller)
-        over["controller"] = ControllerConfig(name=base.name,
-                                              params={**(base.params or {}), **_params_arg(args.param)})
+        given = _params_arg(args.param)
+        _check_param_keys(cfg, base.name, given)
+        over["controller"] = ControllerConfig(name=base.name, params={**(base.params or {}), **given})
     cfg = cfg.with_overrides(**over) if over else cfg
     if getattr(args, "calibration", None):
         from servoloop.controller.calibration_file import apply_calibration, load_calibration
@@ -164,6 +165,25 @@ def _carried_pose(cfg, name: str) -> dict:
         return {}        # an unknown name: the daemon reports it where it makes the controller
     key = next((k for k in ("posture", "pose") if k in keys), None)
     return {key: dict(pose)} if key else {}
+
+
+def _check_param_keys(cfg, name: str, given: dict) -> None:
+    """A ``--param`` key the controller ``name`` does not take: ConfigError naming the option
+    (not the robot's file, which does not have it); an unknown controller is left to the
+    daemon, which names it where it makes the controller."""
+    from pathlib import Path
+
+    from servoloop.controller.controllers import get_controller_class
+    from servoloop.controller.errors import ConfigError
+
+    try:
+        keys = get_controller_class(name, Path(cfg.source).parent if cfg.source else None).param_keys
+    except (ConfigError, ValueError, ImportError):
+        return
+    unknown = [k for k in given if k not in keys]
+    if unknown:
+        raise ConfigError(f"--param {unknown[0]}: controller {name!r} has no parameter {unknown[0]!r}; "
+                          f"known: {', '.join(keys) or 'none'}")
 
 
 def _path_arg(value):

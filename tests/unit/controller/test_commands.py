@@ -102,9 +102,10 @@ def test_run_param_sets_controller_params_read_as_yaml():
     assert cfg.controller.params == {**plain, **given}       # the carried standing pose stays
     # on the config's own controller: merged over its params (the later --param wins)
     own = _load_cfg(_run_args("--robot", "quadruped"))
-    cfg = _load_cfg(_run_args("--robot", "quadruped", "--param", "x=1", "--param", "x=2"))
+    cfg = _load_cfg(_run_args("--robot", "quadruped", "--param", "velocity={lf_knee: 1}",
+                              "--param", "velocity={lf_knee: 2}"))
     assert cfg.controller.name == own.controller.name
-    assert cfg.controller.params == {**(own.controller.params or {}), "x": 2}
+    assert cfg.controller.params == {**(own.controller.params or {}), "velocity": {"lf_knee": 2}}
 
 
 @pytest.mark.parametrize("item, says", [("speed_mps", "expected KEY=VALUE"), ("=1", "expected KEY=VALUE"),
@@ -118,4 +119,7 @@ def test_run_malformed_param_exits_2_naming_it(item, says, capsys):
 def test_run_unknown_param_exits_2_naming_the_key(capsys):
     assert main(["run", "--lockstep", "--controller", "trot", "--param", "sped_mps=0.1", "--duration", "0.1",
                  "--socket", "none", "--telemetry", "none"]) == 2
-    assert "unknown parameter 'sped_mps'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the option is named, not the robot's YAML (the key is not in it)
+    assert "--param sped_mps: controller 'trot' has no parameter 'sped_mps'" in err and "speed_mps" in err
+    assert "quadruped.yaml" not in err
