@@ -174,7 +174,10 @@ def scan(port: str, bauds, protocols, ids=range(0, 253), progress=None,
     """Every servo answering on ``port`` at each baud and protocol.
 
     Protocol 2.0: one broadcast ping per baud.  Protocol 1.0: one ping per id
-    (no broadcast ping), with timeouts from the baud rate, not 34 ms each.
+    (no broadcast ping), with timeouts from the baud rate, not 34 ms each, and
+    the ids that did not answer pinged once more: a reply later than its
+    timeout (a loaded host, a noisy line) is dropped with the port's input
+    before the next ping, and one miss must not hide a servo.
     ``progress(baud, protocol)`` is called before each pass.  ``margin_ms``
     is added to each reply's wire time: a few ms covers an FTDI adapter with
     its latency timer at 1 ms; a loaded machine or a 16 ms timer needs more.
@@ -193,11 +196,17 @@ def scan(port: str, bauds, protocols, ids=range(0, 253), progress=None,
                             number, fw = found[sid]
                             hits.append(ScanHit(sid, number, model_name(number), 2, baud, fw))
                 else:
-                    for sid in ids:
-                        try:
-                            number, fw = client.ping(sid, strict=False)
-                        except (BusTimeoutError, ChecksumError):
-                            continue
+                    found1 = {}
+                    for _sweep in range(2):          # the second: the ids still silent
+                        for sid in ids:
+                            if sid in found1:
+                                continue
+                            try:
+                                found1[sid] = client.ping(sid, strict=False)
+                            except (BusTimeoutError, ChecksumError):
+                                continue
+                    for sid in sorted(found1):
+                        number, fw = found1[sid]
                         hits.append(ScanHit(sid, number, model_name(number), 1, baud, fw))
             finally:
                 client.close()
