@@ -25,7 +25,6 @@ import math
 from servoloop.controller.controllers.base import _number
 from servoloop.controller.controllers.wbc import WbcController
 from servoloop.controller.errors import ControllerParamError
-from servoloop.controller.wholebody._force_split import liftoff_weights
 
 __all__ = ["TrotController"]
 
@@ -130,14 +129,13 @@ class TrotController(WbcController):
     def targets_for(self, t: float, q, v):
         if self._t0 is None:
             self._t0 = t
-        tg = self.planner.update(t - self._t0, q, v)
         core = self.core
-        if ((core.variant == "lcp_noslip" and core.noslip_split)
-                or (core.variant == "lcp_coulomb" and core.coulomb_split)):
-            # the split unloads a foot over its last 30 ms of stance (force_split)
-            liftoff_weights(self.planner.gait, t - self._t0 - self.planner.stand_time, tg.stance,
-                            self.ctx.dt, out=self.core.liftoff_weights)
-        return tg
+        split = ((core.variant == "lcp_noslip" and core.noslip_split)
+                 or (core.variant == "lcp_coulomb" and core.coulomb_split))
+        # the split unloads a foot over its last 30 ms of stance (force_split): the planner's
+        # compiled tick writes those weights too (one call a tick, issue 11)
+        return self.planner.update(t - self._t0, q, v, core.liftoff_weights if split else None,
+                                   self.ctx.dt)
 
     def status(self) -> dict:
         s = super().status()

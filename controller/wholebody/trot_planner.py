@@ -12,8 +12,6 @@ away.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from servoloop.controller.wholebody._gait import TrotKernel
@@ -70,44 +68,24 @@ class TrotPlanner:
         self.speed_goal = 0.0
         self._prev_stance = np.ones(nf, dtype=bool)
         self._t_prev = None
-        # update()'s scalars and compiled references (buffers bound once)
-        self._heading = tuple(float(h) for h in self.heading)
+        # update()'s compiled tick (buffers bound once)
         self._kernel = TrotKernel(gait.touchdown, self.offset, self.liftoff, self._prev_stance,
-                                  self.targets)
+                                  self.targets, robot, self.heading)
 
-    def update(self, t: float, q, v) -> Targets:
-        """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,)."""
-        tg = self.targets
-        dt = 0.0 if self._t_prev is None else max(0.0, t - self._t_prev)
+    def update(self, t: float, q, v, weights=None, dt: float = 0.0) -> Targets:
+        """Targets at time ``t`` [s] since the trot began, state ``q`` (nq,), ``v`` (nv,).
+
+        ``weights`` (feet,) float64, optional: the force split's lift-off weights at gait
+        time ``t - stand_time`` (:func:`.force_split.liftoff_weights`, tick ``dt`` [s]) are
+        written into it.  One compiled call (:meth:`TrotKernel.tick`, issue 11); the NumPy
+        planner it replaced is the test oracle (tests/unit/controller/_trot_reference.py).
+        """
+        g = self.gait
+        self.speed = self._kernel.tick(t, self._t_prev, q, self.speed, self.speed_goal,
+                                       self.accel, self.max_lead, self.stand_time, g.period,
+                                       g.duty, g.step_height, self.ground_z, weights, dt)
         self._t_prev = t
-        step = self.accel * dt
-        # min/max, not np.clip: the same number without a ufunc call per tick
-        self.speed += float(min(max(self.speed_goal - self.speed, -step), step))
-        # scalars, not 2- and 3-vectors: the same numbers without a NumPy call each
-        hx, hy, hz = self._heading
-        vx, vy = self.speed * hx, self.speed * hy
-        vel, bv, bp = self._kernel.vel, tg.base_velocity, tg.base_position
-        vel[0], vel[1], vel[2] = vx, vy, self.speed * hz
-        bv[0], bv[1], bv[2] = vx, vy, self.speed * hz
-        x, y = bp[0] + vx * dt, bp[1] + vy * dt
-        lx, ly = x - q[0], y - q[1]
-        n = math.sqrt(lx * lx + ly * ly)
-        if n > self.max_lead:
-            x, y = q[0] + lx * (self.max_lead / n), q[1] + ly * (self.max_lead / n)
-        bp[0], bp[1] = x, y
-        tgait = t - self.stand_time
-        if tgait < 0.0:
-            tg.stance[:] = True
-            return tg
-        g, k = self.gait, self._kernel
-        if k.progress(tgait, g.period, g.duty):
-            # a foot lifts off: its spline starts where it stands
-            r = self.robot
-            r.kinematics(q)
-            for i in np.flatnonzero(self._prev_stance & (k.u >= 0.0)):
-                self.liftoff[i] = r.foot_position(r.feet[i])
-        k.swing(g.period, g.duty, g.step_height, self.ground_z)
-        return tg
+        return self.targets
 
 
 def swing_joint_speed(robot: WholeBodyRobot, q0, gait: TrotGait, speed: float = 0.0,
