@@ -5,7 +5,8 @@ simulator in process for ``--seconds`` (true base state, torque-driven joints,
 as tests/unit/controller/test_wbc.py); the states and targets the balance core
 saw are recorded, then replayed: the balance step (:meth:`BalanceCore.step`:
 task rows, normal equations, contact inverse dynamics, torques) and, for
-``trot``, the planner's tick (:meth:`TrotPlanner.update`).  Ratio = share of
+``trot``, the planner's tick (:meth:`TrotPlanner.update` with the force split's
+lift-off weights, what ``trot`` adds to ``wbc``'s targets each tick).  Ratio = share of
 the 1 kHz loop's period.  Clock: CPU time of this thread (``time.thread_time``),
 best of ``--repeats`` passes over the recording.
 """
@@ -95,7 +96,8 @@ def run(args) -> dict:
         if name == "trot":
             dt = ctrl.ctx.dt
             t0 = ctrl.planner._t_prev or 0.0
-            steps = [(t0 + (i + 1) * dt, q, v) for i, (q, v, _) in enumerate(ticks)]
+            weights = np.ones(len(ctrl.robot.feet))
+            steps = [(t0 + (i + 1) * dt, q, v, weights, dt) for i, (q, v, _) in enumerate(ticks)]
             us = _best(ctrl.planner.update, steps, 1) * 1e6
             rows.append(Row("quadruped trot planner tick", "us_per_tick", "us", us,
                             "tick period at 1000 Hz", period_us))

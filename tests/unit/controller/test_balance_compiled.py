@@ -14,6 +14,7 @@ import pytest
 
 from servoloop.controller.config import builtin_config
 from servoloop.controller.wholebody.balance import BalanceCore, Targets
+from servoloop.controller.wholebody.force_split import liftoff_weights
 from servoloop.controller.wholebody.robot import WholeBodyRobot
 from servoloop.core_cy.sim.simulator import SimConfig
 from tests.unit.controller._balance_reference import ReferenceBalanceCore
@@ -141,12 +142,16 @@ def test_compiled_trot_references_match_the_numpy_planner():
                          for k, v in new.__dict__.items() if k not in ("targets", "gait", "robot")})
     ref.targets = Targets(*(np.array(getattr(new.targets, k)) for k in Targets.__dataclass_fields__))
     update = new.update
-    seen = {"ticks": 0, "lifts": 0}
+    seen = {"ticks": 0, "lifts": 0, "weighted": 0}
 
-    def twin(t, q, v):
+    def twin(t, q, v, weights=None, dt=0.0):
         prev = ref._prev_stance.copy()
         a = ref.update(t, np.array(q), np.array(v))
-        b = update(t, q, v)
+        b = update(t, q, v, weights, dt)
+        if weights is not None:      # the split's lift-off weights, written by the same tick
+            w = liftoff_weights(ref.gait, t - ref.stand_time, a.stance, dt)
+            assert np.array_equal(weights, w), (t, weights, w)
+            seen["weighted"] += int((w > 1.0).any())
         seen["ticks"] += 1
         seen["lifts"] += int(np.any(prev & ~a.stance))
         assert np.array_equal(a.stance, b.stance)
@@ -160,6 +165,7 @@ def test_compiled_trot_references_match_the_numpy_planner():
     new.update = twin
     rig.run(2.0)
     assert seen["ticks"] == 2000 and seen["lifts"] > 10     # many lift-offs, 0.3 m/s reached
+    assert seen["weighted"] > 100                            # feet unloaded before lifting
     assert rig.plant.q[0] > 0.2
 
 
