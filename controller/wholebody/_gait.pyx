@@ -3,8 +3,8 @@
 
 :class:`TrotKernel` computes what :meth:`gait.TrotGait.swing_progress` and
 :meth:`gait.TrotGait.swing_reference` give :meth:`trot_planner.TrotPlanner.update`,
-for every foot in two calls on buffers bound once (before: ~25 NumPy calls
-on 3-vectors per swinging foot per tick).  The arithmetic is
+for every foot on buffers bound once (before: ~25 NumPy calls on 3-vectors per
+swinging foot per tick).  The arithmetic is
 the NumPy code's, operation for operation (``np.mod``'s sign rule, ``pow``
 where it had ``**``), so the numbers agree to rounding.
 
@@ -128,7 +128,7 @@ cdef void _liftoff_weights(const double[::1] td, const unsigned char[::1] st, do
 
 
 cdef class TrotKernel:
-    """The trot's swing progress and swing references, on buffers bound once.
+    """The trot planner's tick (:meth:`tick`), on buffers bound once.
 
     Parameters
     ----------
@@ -258,32 +258,6 @@ cdef class TrotKernel:
                 self.liftoff[i, k] = R[3 * k] * c[0] + R[3 * k + 1] * c[1] + R[3 * k + 2] * c[2] + p[k]
             self.liftoff[i, 2] -= self.radii[i]
 
-    def progress(self, double t, double period, double duty):
-        """Per foot: swing progress u in [0, 1), or -1 in stance, at gait time ``t`` [s]
-        (``TrotGait.swing_progress``), into :attr:`u`; returns how many feet lift off now
-        (swinging, and in stance last tick)."""
-        cdef int lifting
-        with nogil:
-            lifting = self._progress(t, period, duty)
-        return lifting
-
-    def swing(self, double period, double duty, double step_height, double ground_z):
-        """Stance flags and swing references of every foot at :attr:`u` into the targets.
-
-        A foot with ``u < 0`` is in stance; a swinging one follows the spline from its
-        lift-off point to a touchdown point ahead of its hip: the base reference moved on
-        at :attr:`vel` [m/s] to touchdown, plus the foot's offset turned by the base
-        rotation, plus half the stance travel, on the ground ``ground_z`` [m].  Writes the
-        targets' ``stance``, ``swing_position`` / ``velocity`` / ``acceleration`` (feet, 3)
-        [m, m/s, m/s^2] of swing feet, and the planner's last stance flags.
-        """
-        if self._stale():
-            self._bind(self._tg)
-        with nogil:
-            _swing(self.u_v, period, duty, step_height, ground_z, self.land_depth,
-                   self.land_fraction, self.lift_mix, self.bp, self.vel_v, self.rot,
-                   self.offset, self.liftoff, self.stance, self.prev, self.sp, self.sv, self.sa)
-
     def tick(self, double t, t_prev, q, double speed, double speed_goal, double accel,
              double max_lead, double stand_time, double period, double duty, double step_height,
              double ground_z, weights=None, double dt=0.0):
@@ -301,7 +275,12 @@ cdef class TrotKernel:
             time ``t - stand_time`` (``force_split.liftoff_weights``, tick ``dt`` [s]) into it
 
         Writes the targets' base position and velocity, stance and swing references, the
-        planner's last stance flags and, at a lift-off, the planner's lift-off points.
+        planner's last stance flags and, at a lift-off, the planner's lift-off points.  A
+        foot with swing progress ``u < 0`` (:attr:`u`, ``TrotGait.swing_progress``) is in
+        stance; a swinging one follows the spline from its lift-off point to a touchdown
+        point ahead of its hip: the base reference moved on at :attr:`vel` [m/s] to
+        touchdown, plus the foot's offset turned by the base rotation, plus half the stance
+        travel, on the ground ``ground_z``.
         """
         cdef double dtp, step, c, vx, vy, x, y, lx, ly, n, tgait
         cdef bint weigh = weights is not None
