@@ -306,7 +306,7 @@ cdef class TrotKernel:
         dtp = 0.0
         if t_prev is not None:
             dtp = t - <double>t_prev
-            if dtp < 0.0:
+            if not dtp > 0.0:       # max(0.0, t - t_prev): a clock step back (or NaN) is 0
                 dtp = 0.0
         with nogil:
             # the speed slewed by accel: min(max(goal - speed, -step), step)
