@@ -90,6 +90,7 @@ cdef class BaseKernel:
     lifted : (nf,) uint8, the foot has left stance since the start (it then lands by ``ground``)
     rest_window : s, the physics gate's window: the trunk becomes the anchor only after this long
         of specific force within ``rest_accel`` g of 1 g and gyro under ``rest_gyro`` rad/s
+    rest_speed : m/s, and the estimated velocity under this
     free_fall : g, specific force under which the robot is airborne (no contact correction,
         no trunk anchor)
     """
@@ -127,7 +128,7 @@ cdef class BaseKernel:
     # rest_n, the window), the band (m/s^2) and gyro limit (rad/s) of that, and the specific
     # force (m/s^2) below which nothing holds the robot up (airborne: no contact correction)
     cdef long calm, rest_n
-    cdef double calm_band, gyro_max, free_fall
+    cdef double calm_band, gyro_max, free_fall, speed_max
     cdef bint in_air
     cdef bint has_quat, bound, outputs
     cdef const double[:] gyro, accel, rpy, position, velocity
@@ -144,7 +145,7 @@ cdef class BaseKernel:
                  double stance_tau, double accel_noise, double position_noise, double velocity_noise,
                  q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted,
                  double rest_window=0.02, double rest_accel=0.15, double rest_gyro=0.5,
-                 double free_fall=0.3):
+                 double free_fall=0.3, double rest_speed=0.1):
         cdef int k
         self.model, self.data = model, data
         self.jidx, self.vidx = jidx, vidx
@@ -181,6 +182,7 @@ cdef class BaseKernel:
         self.calm = self.rest_n
         self.calm_band = rest_accel * -GRAVITY_Z
         self.gyro_max = rest_gyro
+        self.speed_max = rest_speed
         self.free_fall = free_fall * -GRAVITY_Z
         self.in_air = False
         for k in range(3):
@@ -430,9 +432,12 @@ cdef class BaseKernel:
         cdef Py_ssize_t i
         # what physics says of the trunk: at rest on the ground it feels ~1 g and does not
         # turn; falling or bouncing (legs folded, the trunk already the lowest point) it feels
-        # ~0 g, in its impacts several g.  Only after ``rest_n`` calm ticks in a row is it
-        # the anchor (taken at the first touch it reset x, y and the velocity mid-bounce)
-        if fabs(f + GRAVITY_Z) < self.calm_band and w < self.gyro_max:
+        # ~0 g, in its impacts several g; and the estimate has it still.  Only after
+        # ``rest_n`` calm ticks in a row is it at rest (taken so at the first touch, the
+        # anchor held a zero velocity and the ground's height mid-bounce)
+        if (fabs(f + GRAVITY_Z) < self.calm_band and w < self.gyro_max
+                and self.vel[0] * self.vel[0] + self.vel[1] * self.vel[1] + self.vel[2] * self.vel[2]
+                < self.speed_max * self.speed_max):
             if self.calm < self.rest_n:
                 self.calm += 1
         else:

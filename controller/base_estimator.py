@@ -64,7 +64,7 @@ from servoloop.controller.errors import ConfigError
 from servoloop.controller.telemetry import BASE_COLUMNS
 
 __all__ = ["BaseEstimator", "default_feet", "STANCE_TAU_S", "REST_WINDOW_S", "REST_ACCEL_G",
-           "REST_GYRO", "FREE_FALL_G"]
+           "REST_GYRO", "REST_SPEED", "FREE_FALL_G"]
 
 #: s, time constant of each foot's filtered stance height (the contact test's reference for
 #: lift-off): slow enough that a foot rising at a few cm/s lifts off, fast enough for drift
@@ -82,6 +82,8 @@ REST_WINDOW_S = 0.02
 REST_ACCEL_G = 0.15
 #: rad/s, gyro norm under which the trunk counts as still
 REST_GYRO = 0.5
+#: m/s, and the estimated velocity under this (the touching trunk has corrected it by then)
+REST_SPEED = 0.1
 #: specific force under which nothing holds the robot (in the air): no contact correction, fraction of g
 FREE_FALL_G = 0.3
 
@@ -272,7 +274,7 @@ class BaseEstimator:
             float(accel_noise), float(position_noise), float(velocity_noise), model.neutral(),
             np.zeros(model.nv), self.R, self.p, self.v, self.quaternion, self.omega, self.r, self.vrel,
             self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8),
-            REST_WINDOW_S, REST_ACCEL_G, REST_GYRO, FREE_FALL_G)
+            REST_WINDOW_S, REST_ACCEL_G, REST_GYRO, FREE_FALL_G, REST_SPEED)
         self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
                                   base.contact.view(np.uint8), self.telemetry)
         self.gyro = self.accel = self.rpy = None
@@ -292,8 +294,9 @@ class BaseEstimator:
         """True while the robot lies on its other contact geometry (a trunk): the x, y anchor.
 
         The trunk lowest in the kinematics is not enough: it must also have felt ~1 g
-        (:data:`REST_ACCEL_G`) and been still (:data:`REST_GYRO`) for :data:`REST_WINDOW_S`,
-        and it is not while the robot is :attr:`airborne`."""
+        (:data:`REST_ACCEL_G`), been still (:data:`REST_GYRO`) and estimated still
+        (:data:`REST_SPEED`) for :data:`REST_WINDOW_S`, and it is not while the robot is
+        :attr:`airborne`."""
         return self._kernel.resting
 
     @property

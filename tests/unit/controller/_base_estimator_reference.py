@@ -19,6 +19,7 @@ from servoloop.controller.base_estimator import (
     FREE_FALL_G,
     REST_ACCEL_G,
     REST_GYRO,
+    REST_SPEED,
     REST_WINDOW_S,
     STANCE_TAU_S,
     _contact_points,
@@ -249,7 +250,9 @@ class ReferenceEstimator:
         a, g = self.accel, self.gyro
         f = math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
         w = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2])
-        if abs(f + GRAVITY_Z) < REST_ACCEL_G * -GRAVITY_Z and w < REST_GYRO:
+        v = self.v
+        if (abs(f + GRAVITY_Z) < REST_ACCEL_G * -GRAVITY_Z and w < REST_GYRO
+                and v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < REST_SPEED * REST_SPEED):
             self._calm = min(self._calm + 1, self._rest_n)
         else:
             self._calm = 0
