@@ -122,7 +122,7 @@ cdef class BaseKernel:
     cdef double o_anchor[2]
     cdef bint rest, touch
     # touch: the trunk, lowest in the kinematics, touches the ground (the robot is not in the
-    # air): it holds the velocity (friction) and the height, not yet a place.
+    # air): it holds the velocity (friction) and the height, a place only once at rest.
     # the physics gate of ``rest`` (a trunk lowest in the kinematics may still be in the air or
     # in its impact): ticks of ~1 g specific force and a still trunk in a row (capped at
     # rest_n, the window), the band (m/s^2) and gyro limit (rad/s) of that, and the specific
@@ -507,10 +507,11 @@ cdef class BaseKernel:
             # the trunk comes down: its impacts clip the accelerometer (+-2 g), what the filter
             # integrates through them is no guide, the trunk is; start afresh
             self.P[0], self.P[1], self.P[2] = 1e-4, 0.0, 1e-2
-        # the other geometry's resting point: where (world x, y) it touched down, again when
-        # another of its points becomes the lowest (a flat trunk's corners take turns) and
-        # after each time in the air (a bounce: not where it touched before)
-        if touch and not (self.touch and self.o_k == self.o_k_prev):
+        # the other geometry's resting point: where (world x, y) it came to rest, again when
+        # another of its points becomes the lowest (a flat trunk's corners take turns).  Only
+        # touching (an impact, a bounce), it holds no place yet: the anchor follows the
+        # estimate, the trunk corrects the height and the velocity (friction holds it)
+        if touch and not (self.rest and rest and self.o_k == self.o_k_prev):
             self.o_anchor[0] = self.p[0] + (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
                                             + self.R[0, 2] * self.oc[2])
             self.o_anchor[1] = self.p[1] + (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]
@@ -547,7 +548,8 @@ cdef class BaseKernel:
         cdef double z[6]
         if self.touch:
             # lying on the trunk: it holds still (x, y where it came to rest, no velocity)
-            # and its lowest point is on the ground; the feet, if down, may slide
+            # and its lowest point is on the ground; the feet, if down, may slide.  Touching,
+            # not yet at rest: the anchor is where the estimate is (no x, y information)
             px = self.o_anchor[0] - (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
                                      + self.R[0, 2] * self.oc[2])
             py = self.o_anchor[1] - (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]

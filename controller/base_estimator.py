@@ -41,7 +41,8 @@ Per tick, from this tick's joint readings and IMU board registers:
    re-anchor each tick, so they stand where they are when the trunk lifts off.  The trunk
    lowest in the kinematics is an anchor only once physics agrees it rests: ~1 g specific
    force and a still gyro for ``REST_WINDOW_S`` (a collapsed robot's folded legs make the
-   trunk lowest while it still falls, and it bounces off it); coming to rest restarts the
+   trunk lowest while it still falls, and it bounces off it); touching before that, it
+   corrects the height and the velocity but holds no place, and its touch-down restarts the
    covariance (the impacts clip the accelerometer: the integrated velocity is off).  With
    no foot down and not lying, only the height is corrected, from the lowest point; under
    ``FREE_FALL_G`` nothing is (the robot is in the air).

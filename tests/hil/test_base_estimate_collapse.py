@@ -97,7 +97,7 @@ def test_a_collapse_onto_the_trunk_is_followed_and_a_bounce_is_not_taken_as_rest
     assert np.max(np.abs(dz)) < 0.01, (t[np.argmax(np.abs(dz))], np.max(np.abs(dz)))
     assert np.all(np.abs(dz[t > t[first] + 0.3]) < 0.002)
     # x: the error grows by less than 2 cm over the collapse (the feet slide as the legs fold
-    # and the trunk slides 5-6 mm at its impact; measured 1.3 cm) and holds while it lies
+    # and the trunk slides 5-6 mm at its impact; measured 1.2 cm) and holds while it lies
     ex = (est[:, 0] - true[:, 0]) - (est[0, 0] - true[0, 0])
     assert np.max(np.abs(ex)) < 0.02, np.max(np.abs(ex))
     late = t > t[first] + 0.3

@@ -307,8 +307,9 @@ class ReferenceEstimator:
             st[i] = now[i]
         if touch and not self._touch:
             self.P = [1e-4, 0.0, 1e-2]      # the trunk comes down: start afresh from it
-        # where it touched down (again when another point is the lowest, and after a bounce)
-        if touch and not (self._touch and self._o_k == self._o_k_prev):
+        # where it came to rest (again when another point is the lowest); touching, not at
+        # rest (an impact, a bounce): no place yet, the anchor follows the estimate
+        if touch and not (self.resting and rest and self._o_k == self._o_k_prev):
             u = self.R @ self._oc
             self._o_anchor[0], self._o_anchor[1] = self.p[0] + u[0], self.p[1] + u[1]
         self.resting, self._touch = rest, touch
