@@ -88,6 +88,11 @@ cdef class BaseKernel:
     stance : (nf,) uint8 (a view of the bool array); sole : (nf,) sole heights rel. base, world z
     ground : (nf,) m, each foot's sole world height while it stood (filtered)
     lifted : (nf,) uint8, the foot has left stance since the start (it then lands by ``ground``)
+    rest_window : s, the physics gate's window: the trunk becomes the anchor only after this long
+        of specific force within ``rest_accel`` g of 1 g and gyro under ``rest_gyro`` rad/s
+    rest_speed : m/s, and the estimated velocity under this
+    free_fall : g, specific force under which the robot is airborne (no contact correction,
+        no trunk anchor)
     """
 
     cdef Model model
@@ -115,7 +120,16 @@ cdef class BaseKernel:
     cdef double oc[3]
     cdef double ovrel[3]
     cdef double o_anchor[2]
-    cdef bint rest
+    cdef bint rest, touch
+    # touch: the trunk, lowest in the kinematics, touches the ground (the robot is not in the
+    # air): it holds the velocity (friction) and the height, a place only once at rest.
+    # the physics gate of ``rest`` (a trunk lowest in the kinematics may still be in the air or
+    # in its impact): ticks of ~1 g specific force and a still trunk in a row (capped at
+    # rest_n, the window), the band (m/s^2) and gyro limit (rad/s) of that, and the specific
+    # force (m/s^2) below which nothing holds the robot up (airborne: no contact correction)
+    cdef long calm, rest_n
+    cdef double calm_band, gyro_max, free_fall, speed_max
+    cdef bint in_air
     cdef bint has_quat, bound, outputs
     cdef const double[:] gyro, accel, rpy, position, velocity
     cdef double[::1] out_p, out_quat, out_v, out_w, telemetry
@@ -129,7 +143,9 @@ cdef class BaseKernel:
                  other_body, other_start, other_pts, other_rad, mount_M, mount_inv, double gain,
                  double dt, double contact_height, double contact_speed, double contact_lift,
                  double stance_tau, double accel_noise, double position_noise, double velocity_noise,
-                 q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted):
+                 q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted,
+                 double rest_window=0.02, double rest_accel=0.15, double rest_gyro=0.5,
+                 double free_fall=0.3, double rest_speed=0.1):
         cdef int k
         self.model, self.data = model, data
         self.jidx, self.vidx = jidx, vidx
@@ -160,7 +176,15 @@ cdef class BaseKernel:
         self.lowest = 0.0
         self.low_other = 0.0
         self.o_body = self.o_k = self.o_k_prev = -1
-        self.rest = False
+        self.rest = self.touch = False
+        # the estimate starts from the robot at rest: the window counts as seen
+        self.rest_n = max(1, <long>(rest_window / dt + 0.5))
+        self.calm = self.rest_n
+        self.calm_band = rest_accel * -GRAVITY_Z
+        self.gyro_max = rest_gyro
+        self.speed_max = rest_speed
+        self.free_fall = free_fall * -GRAVITY_Z
+        self.in_air = False
         for k in range(3):
             self.oc[k] = self.ovrel[k] = 0.0
         self.o_anchor[0] = self.o_anchor[1] = 0.0
@@ -198,6 +222,11 @@ cdef class BaseKernel:
     def lowest(self):
         """m, world z of the robot's lowest point rel. the base (this tick)."""
         return self.lowest
+
+    @property
+    def airborne(self):
+        """True while the specific force says nothing holds the robot (free fall, this tick)."""
+        return bool(self.in_air)
 
     @property
     def has_orientation(self):
@@ -393,13 +422,34 @@ cdef class BaseKernel:
         cdef double h = self.h, vmax = self.vz_max, above, vx, vy, vz, rel, zw
         cdef double t[2]
         cdef bint st, now, any_slow = False
-        cdef bint rest = self.no > 0 and self.low_other - low < self.lift
+        # the other geometry (a trunk) is, in the kinematics, the robot's lowest point
+        cdef bint low_trunk = self.no > 0 and self.low_other - low < self.lift
+        cdef bint rest, touch
+        cdef double f = sqrt(self.accel[0] * self.accel[0] + self.accel[1] * self.accel[1]
+                             + self.accel[2] * self.accel[2])
+        cdef double w = sqrt(self.gyro[0] * self.gyro[0] + self.gyro[1] * self.gyro[1]
+                             + self.gyro[2] * self.gyro[2])
         cdef Py_ssize_t i
+        # what physics says of the trunk: at rest on the ground it feels ~1 g and does not
+        # turn; falling or bouncing (legs folded, the trunk already the lowest point) it feels
+        # ~0 g, in its impacts several g; and the estimate has it still.  Only after
+        # ``rest_n`` calm ticks in a row is it at rest (taken so at the first touch, the
+        # anchor held a zero velocity and the ground's height mid-bounce)
+        if (fabs(f + GRAVITY_Z) < self.calm_band and w < self.gyro_max
+                and self.vel[0] * self.vel[0] + self.vel[1] * self.vel[1] + self.vel[2] * self.vel[2]
+                < self.speed_max * self.speed_max):
+            if self.calm < self.rest_n:
+                self.calm += 1
+        else:
+            self.calm = 0
+        self.in_air = f < self.free_fall
+        touch = low_trunk and not self.in_air
+        rest = touch and (self.rest or self.calm >= self.rest_n)
         # lying on the other geometry (a trunk), the feet are measured against the same
         # ground with the same kinematics: a foot is down within ``lift`` of it, not within
         # the 10 mm band (the quadruped's front feet hang 9 mm above the floor as the
         # stand-up starts; taken as stance they pulled the height 8 mm down)
-        if rest:
+        if low_trunk:
             h = self.lift
         for i in range(self.nf):
             st = self.stance[i] != 0
@@ -434,7 +484,7 @@ cdef class BaseKernel:
             # estimate itself may be off then, and only the feet correct it
             now = self.cand[i] != 0 and not (any_slow and self.fast[i])
             zw = self.p[2] + self.sole[i]
-            if now and st and rest:
+            if now and st and touch:
                 self.ground[i] += self.alpha * (zw - self.ground[i])
                 # the trunk holds the robot (and x, y) while it lies: a foot pushing it up
                 # slides (the quadruped's front feet at 0.05 m/s); it stands where it is
@@ -453,14 +503,20 @@ cdef class BaseKernel:
             elif st:
                 self.lifted[i] = 1
             self.stance[i] = now
+        if touch and not self.touch:
+            # the trunk comes down: its impacts clip the accelerometer (+-2 g), what the filter
+            # integrates through them is no guide, the trunk is; start afresh
+            self.P[0], self.P[1], self.P[2] = 1e-4, 0.0, 1e-2
         # the other geometry's resting point: where (world x, y) it came to rest, again when
-        # another of its points becomes the lowest (a flat trunk's corners take turns)
-        if rest and not (self.rest and self.o_k == self.o_k_prev):
+        # another of its points becomes the lowest (a flat trunk's corners take turns).  Only
+        # touching (an impact, a bounce), it holds no place yet: the anchor follows the
+        # estimate, the trunk corrects the height and the velocity (friction holds it)
+        if touch and not (self.rest and rest and self.o_k == self.o_k_prev):
             self.o_anchor[0] = self.p[0] + (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
                                             + self.R[0, 2] * self.oc[2])
             self.o_anchor[1] = self.p[1] + (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]
                                             + self.R[1, 2] * self.oc[2])
-        self.rest = rest
+        self.rest, self.touch = rest, touch
         self.o_k_prev = self.o_k
 
     cdef void _predict(self) noexcept nogil:
@@ -490,9 +546,10 @@ cdef class BaseKernel:
         cdef double t2, pp, pv, vv, rp, rv, a, b, dd, det, ia, ib, idd, k11, k12, k21, k22
         cdef double zp, zv, ep, ev, pl, vl
         cdef double z[6]
-        if self.rest:
+        if self.touch:
             # lying on the trunk: it holds still (x, y where it came to rest, no velocity)
-            # and its lowest point is on the ground; the feet, if down, may slide
+            # and its lowest point is on the ground; the feet, if down, may slide.  Touching,
+            # not yet at rest: the anchor is where the estimate is (no x, y information)
             px = self.o_anchor[0] - (self.R[0, 0] * self.oc[0] + self.R[0, 1] * self.oc[1]
                                      + self.R[0, 2] * self.oc[2])
             py = self.o_anchor[1] - (self.R[1, 0] * self.oc[0] + self.R[1, 1] * self.oc[1]
@@ -502,6 +559,8 @@ cdef class BaseKernel:
             vy = -(self.R[1, 0] * self.ovrel[0] + self.R[1, 1] * self.ovrel[1] + self.R[1, 2] * self.ovrel[2])
             vz = -(self.R[2, 0] * self.ovrel[0] + self.R[2, 1] * self.ovrel[1] + self.R[2, 2] * self.ovrel[2])
             n = 1
+        elif self.in_air:
+            return          # nothing touches the ground: no contact to correct from
         else:
             for i in range(self.nf):
                 n += self.stance[i] != 0

@@ -38,8 +38,14 @@ Per tick, from this tick's joint readings and IMU board registers:
    again when another of its points becomes the lowest) and does not move, and rests at
    z = 0; the feet, even down, are not used (pushing the trunk up they slide: the
    quadruped's front feet at up to 0.08 m/s, 5 mm of odometry before the trunk lifts) and
-   re-anchor each tick, so they stand where they are when the trunk lifts off.  With no
-   foot down and not lying, only the height is corrected, from the lowest point.
+   re-anchor each tick, so they stand where they are when the trunk lifts off.  The trunk
+   lowest in the kinematics is an anchor only once physics agrees it rests: ~1 g specific
+   force and a still gyro for ``REST_WINDOW_S`` (a collapsed robot's folded legs make the
+   trunk lowest while it still falls, and it bounces off it); touching before that, it
+   corrects the height and the velocity but holds no place, and its touch-down restarts the
+   covariance (the impacts clip the accelerometer: the integrated velocity is off).  With
+   no foot down and not lying, only the height is corrected, from the lowest point; under
+   ``FREE_FALL_G`` nothing is (the robot is in the air).
 
 The three world axes share one 2x2 covariance (same model, same noise), so the
 filter is scalar arithmetic: no matrix inverse.
@@ -58,11 +64,29 @@ from servoloop.controller.controllers import BaseState
 from servoloop.controller.errors import ConfigError
 from servoloop.controller.telemetry import BASE_COLUMNS
 
-__all__ = ["BaseEstimator", "default_feet", "STANCE_TAU_S"]
+__all__ = ["BaseEstimator", "default_feet", "STANCE_TAU_S", "REST_WINDOW_S", "REST_ACCEL_G",
+           "REST_GYRO", "REST_SPEED", "FREE_FALL_G"]
 
 #: s, time constant of each foot's filtered stance height (the contact test's reference for
 #: lift-off): slow enough that a foot rising at a few cm/s lifts off, fast enough for drift
 STANCE_TAU_S = 0.2
+
+# The physics gate of the trunk anchor (issue 11).  A collapsed quadruped's folded legs make
+# the trunk the lowest point while it still falls, and its impacts (several g, past the
+# accelerometer's +-2 g) bounce it: taken as resting at the first touch, the estimate was
+# pinned to a place and a zero velocity it had not reached (45 mm low after a collapse from a
+# tall stance).  A trunk at rest on the ground feels 1 g and does not turn; in the air ~0 g.
+#: s the trunk must feel ~1 g and be still, in a row, before it is the anchor (20 ticks at 1 kHz:
+#: the quadruped's impacts ring for 30-60 ms, see BENCHMARKS.md)
+REST_WINDOW_S = 0.02
+#: band of that ~1 g, fraction of g (a trunk lying on the ground reads 0.96-1.01 g)
+REST_ACCEL_G = 0.15
+#: rad/s, gyro norm under which the trunk counts as still
+REST_GYRO = 0.5
+#: m/s, and the estimated velocity under this (the touching trunk has corrected it by then)
+REST_SPEED = 0.1
+#: specific force under which nothing holds the robot (in the air): no contact correction, fraction of g
+FREE_FALL_G = 0.3
 
 def _contact_points(urdf, cfg, links):
     from servoloop.core_cy.sim.model import (
@@ -250,7 +274,8 @@ class BaseEstimator:
             self.dt, self.contact_height, self.contact_speed, self.contact_lift, STANCE_TAU_S,
             float(accel_noise), float(position_noise), float(velocity_noise), model.neutral(),
             np.zeros(model.nv), self.R, self.p, self.v, self.quaternion, self.omega, self.r, self.vrel,
-            self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8))
+            self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8),
+            REST_WINDOW_S, REST_ACCEL_G, REST_GYRO, FREE_FALL_G, REST_SPEED)
         self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
                                   base.contact.view(np.uint8), self.telemetry)
         self.gyro = self.accel = self.rpy = None
@@ -267,8 +292,19 @@ class BaseEstimator:
 
     @property
     def resting(self) -> bool:
-        """True while the robot lies on its other contact geometry (a trunk): the x, y anchor."""
+        """True while the robot lies on its other contact geometry (a trunk): the x, y anchor.
+
+        The trunk lowest in the kinematics is not enough: it must also have felt ~1 g
+        (:data:`REST_ACCEL_G`), been still (:data:`REST_GYRO`) and estimated still
+        (:data:`REST_SPEED`) for :data:`REST_WINDOW_S`, and it is not while the robot is
+        :attr:`airborne`."""
         return self._kernel.resting
+
+    @property
+    def airborne(self) -> bool:
+        """True this tick if the specific force is under :data:`FREE_FALL_G` g: nothing holds
+        the robot, the contacts correct nothing."""
+        return self._kernel.airborne
 
     @property
     def P(self) -> list[float]:

@@ -16,6 +16,11 @@ import numpy as np
 
 from servoloop.controller.attitude import AttitudeFilter, quat_rpy
 from servoloop.controller.base_estimator import (
+    FREE_FALL_G,
+    REST_ACCEL_G,
+    REST_GYRO,
+    REST_SPEED,
+    REST_WINDOW_S,
     STANCE_TAU_S,
     _contact_points,
     _link_names,
@@ -146,7 +151,11 @@ class ReferenceEstimator:
         self._oc = np.zeros(3)
         self._ovrel = np.zeros(3)
         self._o_anchor = np.zeros(2)
-        self.resting = False
+        self.resting = self._touch = False
+        # the physics gate of resting: calm ticks in a row (the start counts as at rest)
+        self._rest_n = max(1, int(REST_WINDOW_S / self.dt + 0.5))
+        self._calm = self._rest_n
+        self.airborne = False
         self._tmp = np.zeros(3)
         self.started = False
         self.ticks = 0
@@ -235,9 +244,23 @@ class ReferenceEstimator:
         lift = self.contact_lift
         land = 0.5 * lift
         nf = len(st)
+        # the trunk lowest in the kinematics is the anchor only once it feels ~1 g and is
+        # still for the window, and not in the air (~0 g)
+        low_trunk = bool(self._others) and self._low_other - low < lift
+        a, g = self.accel, self.gyro
+        f = math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+        w = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2])
+        v = self.v
+        if (abs(f + GRAVITY_Z) < REST_ACCEL_G * -GRAVITY_Z and w < REST_GYRO
+                and v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < REST_SPEED * REST_SPEED):
+            self._calm = min(self._calm + 1, self._rest_n)
+        else:
+            self._calm = 0
+        self.airborne = f < FREE_FALL_G * -GRAVITY_Z
+        touch = low_trunk and not self.airborne
+        rest = touch and (self.resting or self._calm >= self._rest_n)
         # lying on the other geometry: a foot is down within ``lift`` of it
-        rest = bool(self._others) and self._low_other - low < lift
-        if rest:
+        if low_trunk:
             h = lift
         now, fast = [False] * nf, [False] * nf
         for i in range(nf):
@@ -263,7 +286,7 @@ class ReferenceEstimator:
             now = [now[i] and not fast[i] for i in range(nf)]
         for i in range(nf):
             zw = float(self.p[2]) + sole[i]
-            if now[i] and st[i] and rest:
+            if now[i] and st[i] and touch:
                 # the trunk holds x, y while it lies: a foot pushing it up slides
                 self.ground[i] += self._alpha * (zw - self.ground[i])
                 f = self.feet[i]
@@ -282,10 +305,14 @@ class ReferenceEstimator:
             elif st[i]:
                 self.lifted[i] = True
             st[i] = now[i]
-        if rest and not (self.resting and self._o_k == self._o_k_prev):
+        if touch and not self._touch:
+            self.P = [1e-4, 0.0, 1e-2]      # the trunk comes down: start afresh from it
+        # where it came to rest (again when another point is the lowest); touching, not at
+        # rest (an impact, a bounce): no place yet, the anchor follows the estimate
+        if touch and not (self.resting and rest and self._o_k == self._o_k_prev):
             u = self.R @ self._oc
             self._o_anchor[0], self._o_anchor[1] = self.p[0] + u[0], self.p[1] + u[1]
-        self.resting = rest
+        self.resting, self._touch = rest, touch
         self._o_k_prev = self._o_k
 
     def _predict(self, dt: float) -> None:
@@ -310,7 +337,7 @@ class ReferenceEstimator:
         R, t = self.R, self._tmp
         px = py = pz = vx = vy = vz = 0.0
         stance, sole = self._stance.tolist(), self._sole.tolist()
-        if self.resting:
+        if self._touch:
             # lying on the trunk: it holds still, its lowest point on the ground
             R0, R1, R2 = R.tolist()
             oc, ov = self._oc.tolist(), self._ovrel.tolist()
@@ -322,6 +349,8 @@ class ReferenceEstimator:
             vz = -(R2[0] * ov[0] + R2[1] * ov[1] + R2[2] * ov[2])
             n = 1
             stance = [False] * len(stance)
+        elif self.airborne:
+            return          # in the air: no contact to correct from
         else:
             n = int(self._stance.sum())
         if n == 0:

@@ -106,15 +106,33 @@ def test_random_inputs_give_the_same_estimate(robot):
     be = BaseEstimator(cfg, BaseState(), q, dq, dt)
     be.bind(gyro, acc, rpy)
     cmp = _Compare(be, cfg, dt)
+    from servoloop.virtual_bus.robot_plant import make_plant
+
+    plant = make_plant([(sv.id, sv.model) for sv in cfg.servos], robot)     # as it lies at power-up
+    names = list(plant.sim.model.actuated_joint_names)
+    lying = plant.sim.q[plant.sim.model.nq - plant.sim.n_joints:]
+    q_lying = np.array([lying[names.index(j)] for j in cfg.joint_names])
     rng = np.random.default_rng(7)
-    for k in range(1500):
-        phase = k // 300          # standing still, moving legs, tumbling, legs folded up, standing
+    airborne = rest_changes = 0
+    for k in range(1800):
+        # standing still, moving legs, tumbling, legs folded up, standing, and (issue 11) legs
+        # folded up again through falls (~0 g), impacts (~3 g) and calm spells (the rest gate)
+        phase = k // 300
         dq[:] = rng.normal(0, 0.5 if phase in (1, 2) else 0.01, cfg.n)
         q[:] = q0 + (rng.normal(0, 0.3, cfg.n) if phase in (1, 2) else 0.0) + (1.5 if phase == 3 else 0.0)
+        if phase == 5:
+            q[:] = q_lying + rng.normal(0, 0.001, cfg.n)
         gyro[:] = rng.normal(0, 2.0 if phase == 2 else 0.02, 3)
-        acc[:] = (0.0, 0.0, 9.81) + rng.normal(0, 3.0 if phase == 2 else 0.1, 3)
+        g = (0.0, 3.0, 1.0, 1.0)[(k // 15) % 4] if phase == 5 else 1.0
+        acc[:] = (0.0, 0.0, 9.81 * g) + rng.normal(0, 3.0 if phase == 2 else 0.1, 3)
         rpy[:] = rng.uniform(-3, 3, 3) if phase == 2 else rng.normal(0, 0.01, 3)
         if k % 97 == 5:
             (gyro if k % 2 else q)[k % 3] = np.nan            # a failed read: the tick is invalid
+        was = be.resting
         cmp.check(be.run())
+        assert be.resting == cmp.ref.resting and be.airborne == cmp.ref.airborne
+        airborne += be.airborne
+        rest_changes += be.resting != was
     assert cmp.invalid > 10 and cmp.contact_changes > 5 and cmp.no_foot_down > 0
+    if robot == "quadruped":      # it lies on its trunk with the legs folded
+        assert airborne > 50 and rest_changes > 4, (airborne, rest_changes)
