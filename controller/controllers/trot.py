@@ -43,11 +43,9 @@ class TrotController(WbcController):
         super().__init__(ctx, params, robot)
         self.planner = None
         self._swing_demand = self._swing_speed_demand()
-        #: said once in the run summary's ``warnings`` (the daemon collects them)
-        self.warnings: list[str] = []
         demand, no_load = self._swing_demand
         if no_load is not None and demand > no_load:
-            self.warnings.append(
+            self._warnings.append(
                 f"trot: the swing asks {demand:.1f} rad/s of the leg joints, the servos do "
                 f"{no_load:.1f} rad/s at no load: the feet will fall short of step_height "
                 f"({self._gait().step_height * 1e3:.0f} mm); a lower step_height or a longer period "
