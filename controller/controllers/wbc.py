@@ -182,14 +182,18 @@ class WbcController(Controller):
         return robot
 
     def _lowest_links(self, robot) -> list[str]:
-        """Links with contact geometry within 1 cm of the lowest point, at the posture."""
+        """Links with contact geometry within 1 cm of the lowest point, at the posture; of the
+        links on one rigid body (joined by fixed joints) only the lowest: a shank's box that
+        ends in its foot ball is not a second foot."""
         q = robot.model.neutral().copy()
         q[7 + robot.idx] = self._default_posture()
         robot.kinematics(q)
         low = {f.link: min(robot.point_world(f.body, p)[2] for p in f.points) - f.radius
                for f in robot.feet}
+        body = {f.link: f.body for f in robot.feet}
         z0 = min(low.values())
-        return [link for link, z in low.items() if z < z0 + 0.01]
+        return [link for link, z in low.items() if z < z0 + 0.01
+                and z == min(low[k] for k in low if body[k] == body[link])]
 
     def _servo_models(self, attr: str) -> np.ndarray | None:
         cfg = self.ctx.config
