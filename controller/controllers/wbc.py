@@ -136,6 +136,13 @@ class WbcController(Controller):
         self._over = np.zeros(ctx.n, dtype=np.int64)
         self._over_now = np.zeros(ctx.n, dtype=bool)
         self._run_ticks = 0
+        cfg = ctx.config
+        if cfg is not None and getattr(cfg, "imu", None) is None and len(self.robot.feet) < 3:
+            # base_source levels the base over the stance feet: it needs three (a plane)
+            self._warnings.append(
+                f"{self.name}: no imu and {len(self.robot.feet)} feet: the base's tilt is not "
+                "observed (leg odometry takes it level), so a biped's lean goes uncorrected; "
+                "give the robot an IMU (imu: in the config)")
         # impedance: position servos take the posture (not the measured position) as the base
         # of their goal
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
