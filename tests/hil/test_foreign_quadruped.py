@@ -124,3 +124,20 @@ def test_trot_on_servos_too_weak_for_it_says_so_in_the_summary(tmp_path):
     assert len(torque) == 1, s["warnings"]
     assert torque[0].startswith("trot:") and "R" in torque[0] and "_calf_joint up to" in torque[0]
     assert "XM540-W270: 10.6" in torque[0]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (0, 1, 3, 2), (2, 0, 3, 1)])
+def test_trot_pairs_the_feet_diagonally_whatever_order_they_are_listed_in(tmp_path, order):
+    """Foot names other than ``lf_`` ... (Go1's ``FL_foot``, ``RR_foot``) were paired by list
+    order: ``feet: [FL, FR, RR, RL]`` trotted lateral pairs (a pace; Solo12 sank 4 cm).  The
+    pairs now come from where the feet stand: FL with RR, FR with RL."""
+    from servoloop.controller.config import load_config
+    from servoloop.controller.controllers import make_controller
+    from servoloop.controller.controllers.base import ControllerContext
+
+    feet = [FEET[i] for i in order]          # FL, FR, RL, RR permuted
+    ctrl = make_controller("trot", ControllerContext.from_config(load_config(_config(tmp_path))),
+                           {"feet": feet})
+    phase = dict(zip((f.link for f in ctrl.robot.feet), ctrl._gait().touchdown, strict=True))
+    assert phase["FL_foot"] == phase["RR_foot"] and phase["FR_foot"] == phase["RL_foot"]
+    assert abs(phase["FL_foot"] - phase["FR_foot"]) == pytest.approx(0.5)

@@ -53,3 +53,13 @@ def test_a_biped_without_an_imu_is_told_its_lean_is_not_observed(tmp_path, imu):
         assert not said, s["warnings"]
     else:
         assert len(said) == 1 and "2 feet" in said[0] and "imu:" in said[0], s["warnings"]
+
+
+def test_trot_on_a_biped_is_refused_naming_its_feet_and_walk():
+    """A trot swings diagonal pairs: on two feet it fell and stopped on a joint-limit fault."""
+    r = subprocess.run([sys.executable, "-m", "servoloop", "run", "--robot", "humanoid", "--lockstep",
+                        "--controller", "trot", "--duration", "1", "--quiet", "--telemetry", "none",
+                        "--socket", "none"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "needs 4" in r.stderr and "l_foot, r_foot" in r.stderr and "walk" in r.stderr
+    assert "Traceback" not in r.stderr
