@@ -184,3 +184,17 @@ def test_declared_feet_are_feet_for_the_estimate_and_for_a_trot_that_names_them(
     assert est["base_position_in_world"][0] == pytest.approx(moved[0], rel=0.25)
     assert est["base_position_in_world"][1] == pytest.approx(moved[1], abs=0.05)
     assert est["base_rpy"] == pytest.approx(sim["base_rpy"], abs=0.02)
+
+
+@pytest.mark.parametrize(("feet", "message"), [
+    ("[NOPE]", "'NOPE' is not a link of solo12.urdf"),
+    ("[base_link]", "'base_link' is the floating base, not a foot"),
+    ("[FL_LOWER_LEG]", "link 'FL_LOWER_LEG' carries no contact geometry (declare it in simulation.contacts)"),
+])
+def test_a_wrong_foot_is_named_with_what_is_wrong(tmp_path, feet, message):
+    r = subprocess.run([sys.executable, "-m", "servoloop", "run", "--config", str(_solo_config(tmp_path)),
+                        "--lockstep", "--controller", "wbc", "--param", f"feet={feet}", "--duration", "0.3",
+                        "--quiet", "--telemetry", "none", "--socket", "none"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "FL_FOOT, FR_FOOT, HL_FOOT, HR_FOOT" in r.stderr and "Traceback" not in r.stderr
