@@ -88,6 +88,9 @@ MAX_FAILED_S = 0.05
 #: share of the running ticks a joint's torque may exceed its servo's stall torque before
 #: the run summary warns (a touchdown's few-tick spike does not count)
 OVER_STALL_SHARE = 0.01
+#: base tilt (angle of its z axis from the vertical) past which the run summary says the robot
+#: fell [rad]; the torques after it are not the robot's needs (not counted against stall)
+FALLEN_TILT = 0.8
 
 
 class WbcController(Controller):
@@ -136,6 +139,8 @@ class WbcController(Controller):
         self._over = np.zeros(ctx.n, dtype=np.int64)
         self._over_now = np.zeros(ctx.n, dtype=bool)
         self._run_ticks = 0
+        self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
+        self._fallen_cos = math.cos(FALLEN_TILT)
         cfg = ctx.config
         if cfg is not None and getattr(cfg, "imu", None) is None and len(self.robot.feet) < 3:
             # base_source levels the base over the stance feet: it needs three (a plane)
@@ -421,7 +426,10 @@ class WbcController(Controller):
         self._servo_command(tau, self._tau, self._alpha, state.position, state.velocity,
                             self._advance, self.posture, self._impedance_u8, self._own_offset,
                             command.effort, command.position, command.kp, command.kd)
-        if self._stall is not None:
+        if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
+            # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
+            self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))
+        if self._stall is not None and self._fell is None:
             np.abs(self._tau, out=self._buf)
             np.maximum(self._peak, self._buf, out=self._peak)
             np.greater(self._buf, self._stall, out=self._over_now)
@@ -431,12 +439,15 @@ class WbcController(Controller):
     @property
     def warnings(self) -> list[str]:
         """What the run summary should say about this controller (the daemon collects it)."""
-        return self._warnings + self._torque_warning()
+        fell = [] if self._fell is None else [
+            f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
+            f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
+        return self._warnings + self._torque_warning() + fell
 
     def _torque_warning(self) -> list[str]:
         """One warning when some joint was asked more than its servo's stall torque on more
         than ``OVER_STALL_SHARE`` of the running ticks (a touchdown's spike is not one)."""
-        if self._stall is None or not self._run_ticks:
+        if self._stall is None or not self._run_ticks:       # ticks counted until a fall
             return []
         share = self._over / self._run_ticks
         worst = [i for i in np.argsort(-self._peak / self._stall) if share[i] > OVER_STALL_SHARE]
