@@ -26,7 +26,7 @@ params (all optional; defaults work on the built-in quadruped):
   among the stance feet (:mod:`controller.wholebody.force_split`), and on point
   feet ``lcp_coulomb``'s sticking ones, inside the cone ``mu``;
 - ``feet``: link names (default: the links with contact geometry lowest at
-  the posture);
+  the posture, one per rigid body);
 - ``height``: base height [m] (default: at the end of startup);
 - ``posture``: ``{joint: rad}`` (default: the last ``startup.via`` pose, else
   the measured pose at the start, inside the limits);
@@ -54,6 +54,10 @@ most ``MAX_FAILED_S`` (0.05 s) in a row; past that the run faults (kind
 ``control``, naming the variant and the solver's last error) and the
 daemon's fault path turns torque off or holds, as configured: old torques
 are not a command for a robot whose contacts have changed.
+
+The run summary's ``warnings`` (:attr:`warnings`) say when a joint was asked more than its
+servo's stall torque on over 1 % of the ticks, when the estimated base tilted past 0.8 rad
+(fallen), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
 
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
@@ -460,7 +464,7 @@ class WbcController(Controller):
         more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
         return [f"{self.name}: the torques asked exceed the servos' stall torque: {joints}{more}; "
                 "the robot sags or falls where they fall short: stronger servos (servoloop "
-                "models), a lighter robot, or a posture with the feet nearer under the knees"]
+                "models) or a lighter robot"]
 
     def _failed_too_long(self):
         core = self.core
