@@ -147,7 +147,10 @@ def default_feet(cfg, model, data) -> tuple[str, ...]:
     if not lowest:
         return ()
     floor = min(lowest.values())
-    return tuple(link for link, z in lowest.items() if z < floor + 0.02)
+    # of the links on one rigid body only the lowest (a calf box ending in its foot ball)
+    body = {link: model.body_index(link) for link in lowest}
+    return tuple(link for link, z in lowest.items() if z < floor + 0.02
+                 and z == min(lowest[k] for k in lowest if body[k] == body[link]))
 
 
 class _Foot:

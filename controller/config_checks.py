@@ -225,7 +225,8 @@ def validate_model(cfg, err) -> None:
         out = Path(urdf).name.removesuffix(".xacro")
         out = out if out.endswith(".urdf") else out + ".urdf"
         raise err(f"model.urdf {urdf!r} is a xacro file, not a URDF: expand it first with "
-                  f"`xacro {urdf} > {out}` (pip install xacro) and point model.urdf at {out}",
+                  f"`xacro {urdf} > {out}` (pip install xacro; outside ROS, replace `$(find PKG)` in its "
+                  f"includes by the package's folder first) and point model.urdf at {out}",
                   "model.urdf")
     from servoloop.core_cy.sim.model import SHAPES  # the shapes the simulator knows
 

@@ -26,7 +26,7 @@ params (all optional; defaults work on the built-in quadruped):
   among the stance feet (:mod:`controller.wholebody.force_split`), and on point
   feet ``lcp_coulomb``'s sticking ones, inside the cone ``mu``;
 - ``feet``: link names (default: the links with contact geometry lowest at
-  the posture);
+  the posture, one per rigid body);
 - ``height``: base height [m] (default: at the end of startup);
 - ``posture``: ``{joint: rad}`` (default: the last ``startup.via`` pose, else
   the measured pose at the start, inside the limits);
@@ -54,6 +54,10 @@ most ``MAX_FAILED_S`` (0.05 s) in a row; past that the run faults (kind
 ``control``, naming the variant and the solver's last error) and the
 daemon's fault path turns torque off or holds, as configured: old torques
 are not a command for a robot whose contacts have changed.
+
+The run summary's ``warnings`` (:attr:`warnings`) say when a joint was asked more than its
+servo's stall torque on over 1 % of the ticks, when the estimated base tilted past 0.8 rad
+(fallen), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
 
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
@@ -85,6 +89,12 @@ POSITION_SERVO = ("torque", "impedance")
 GOAL_RANGE = {"x": 0.5, "y": 0.5, "z": 0.1, "roll": 0.5, "pitch": 0.5, "yaw": math.pi}
 #: longest run of failed contact-ID solves on the last torques before the run faults [s]
 MAX_FAILED_S = 0.05
+#: share of the running ticks a joint's torque may exceed its servo's stall torque before
+#: the run summary warns (a touchdown's few-tick spike does not count)
+OVER_STALL_SHARE = 0.01
+#: base tilt (angle of its z axis from the vertical) past which the run summary says the robot
+#: fell [rad]; the torques after it are not the robot's needs (not counted against stall)
+FALLEN_TILT = 0.8
 
 
 class WbcController(Controller):
@@ -123,6 +133,25 @@ class WbcController(Controller):
         cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
         self._alpha = 1.0 if cutoff <= 0 else 1.0 - math.exp(-2.0 * math.pi * cutoff * ctx.dt)
         self._servo_setup()
+        #: said once in the run summary's ``warnings`` (the daemon reads them at the end)
+        self._warnings: list[str] = []
+        # the torques sent against what each servo gives at stall: the run summary says when
+        # the robot asks more than its servos have (a 13 kg quadruped on XM540-W270 trotting:
+        # 25 N m asked of a hind knee, 10.6 given; it sagged 7 cm instead of failing loudly)
+        self._stall = self._servo_models("stall_torque_at_supply_nm")
+        self._peak = np.zeros(ctx.n)
+        self._over = np.zeros(ctx.n, dtype=np.int64)
+        self._over_now = np.zeros(ctx.n, dtype=bool)
+        self._run_ticks = 0
+        self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
+        self._fallen_cos = math.cos(FALLEN_TILT)
+        cfg = ctx.config
+        if cfg is not None and getattr(cfg, "imu", None) is None and len(self.robot.feet) < 3:
+            # base_source levels the base over the stance feet: it needs three (a plane)
+            self._warnings.append(
+                f"{self.name}: no imu and {len(self.robot.feet)} feet: the base's tilt is not "
+                "observed (leg odometry takes it level), so a biped's lean goes uncorrected; "
+                "give the robot an IMU (imu: in the config)")
         # impedance: position servos take the posture (not the measured position) as the base
         # of their goal
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
@@ -169,14 +198,18 @@ class WbcController(Controller):
         return robot
 
     def _lowest_links(self, robot) -> list[str]:
-        """Links with contact geometry within 1 cm of the lowest point, at the posture."""
+        """Links with contact geometry within 1 cm of the lowest point, at the posture; of the
+        links on one rigid body (joined by fixed joints) only the lowest: a shank's box that
+        ends in its foot ball is not a second foot."""
         q = robot.model.neutral().copy()
         q[7 + robot.idx] = self._default_posture()
         robot.kinematics(q)
         low = {f.link: min(robot.point_world(f.body, p)[2] for p in f.points) - f.radius
                for f in robot.feet}
+        body = {f.link: f.body for f in robot.feet}
         z0 = min(low.values())
-        return [link for link, z in low.items() if z < z0 + 0.01]
+        return [link for link, z in low.items() if z < z0 + 0.01
+                and z == min(low[k] for k in low if body[k] == body[link])]
 
     def _servo_models(self, attr: str) -> np.ndarray | None:
         cfg = self.ctx.config
@@ -397,6 +430,41 @@ class WbcController(Controller):
         self._servo_command(tau, self._tau, self._alpha, state.position, state.velocity,
                             self._advance, self.posture, self._impedance_u8, self._own_offset,
                             command.effort, command.position, command.kp, command.kd)
+        if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
+            # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
+            self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))
+        if self._stall is not None and self._fell is None:
+            np.abs(self._tau, out=self._buf)
+            np.maximum(self._peak, self._buf, out=self._peak)
+            np.greater(self._buf, self._stall, out=self._over_now)
+            self._over += self._over_now
+            self._run_ticks += 1
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the run summary should say about this controller (the daemon collects it)."""
+        fell = [] if self._fell is None else [
+            f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
+            f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
+        return self._warnings + self._torque_warning() + fell
+
+    def _torque_warning(self) -> list[str]:
+        """One warning when some joint was asked more than its servo's stall torque on more
+        than ``OVER_STALL_SHARE`` of the running ticks (a touchdown's spike is not one)."""
+        if self._stall is None or not self._run_ticks:       # ticks counted until a fall
+            return []
+        share = self._over / self._run_ticks
+        worst = [i for i in np.argsort(-self._peak / self._stall) if share[i] > OVER_STALL_SHARE]
+        if not worst:
+            return []
+        models = [s.model for s in self.ctx.config.servos]
+        joints = ", ".join(f"{self.ctx.joint_names[i]} up to {self._peak[i]:.1f} N m on "
+                           f"{100 * share[i]:.0f} % of the ticks ({models[i]}: {self._stall[i]:.1f})"
+                           for i in worst[:3])
+        more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+        return [f"{self.name}: the torques asked exceed the servos' stall torque: {joints}{more}; "
+                "the robot sags or falls where they fall short: stronger servos (servoloop "
+                "models) or a lighter robot"]
 
     def _failed_too_long(self):
         core = self.core

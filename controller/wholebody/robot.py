@@ -13,6 +13,7 @@ own frame, then the joint rates.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -136,8 +137,14 @@ class WholeBodyRobot:
         feet = list(feet)
         bad = [f for f in feet if f not in with_geometry]
         if bad:
-            raise ControllerParamError(f"{what}.feet: links {bad} carry no contact geometry; links "
-                                       f"with contact geometry: {', '.join(with_geometry) or 'none'}")
+            # say which mistake: the base, a name the URDF does not have, or a bare link
+            f = bad[0]
+            why = (f"{f!r} is the floating base, not a foot" if f == base_link
+                   else f"{f!r} is not a link of {Path(str(model.source)).name}"
+                   if f not in model.frame_names
+                   else f"link {f!r} carries no contact geometry (declare it in simulation.contacts)")
+            raise ControllerParamError(f"{what}.feet: {why}; links with contact geometry: "
+                                       f"{', '.join(with_geometry) or 'none'}")
         if not feet:
             raise ControllerParamError(f"{what}: the robot has no feet (no link with collision "
                                        "geometry besides the base)")

@@ -277,7 +277,12 @@ def contact_points_from_spec(path, contacts, floating_base: bool = True) -> Cont
             raise ValueError(f"{where}: link {c.link!r} is not in {Path(path).name} (links: {known})")
         body, R_link, p_link = tree.frames[c.link]
         centre = R_link @ np.asarray(c.origin, dtype=float) + p_link
-        parts.append(shape_points(body, c.shape, c.size, R_link, centre, f"{where} {c.link}"))
+        pts = shape_points(body, c.shape, c.size, R_link, centre, f"{where} {c.link}")
+        # named "LINK:where..." as the URDF's are "LINK[:corner k]": the controllers and the
+        # estimator find a link's points by the name's first field (a "where LINK" prefix hid
+        # them: wbc.feet and the estimator's feet found no link with geometry)
+        pts.names = [f"{c.link}:{where}" + nm[len(f"{where} {c.link}"):] for nm in pts.names]
+        parts.append(pts)
     return ContactPoints.concat(parts)
 
 
