@@ -100,7 +100,8 @@ class WbcController(Controller):
         from servoloop.controller.wholebody.base_source import BaseSource
 
         self.robot = robot if robot is not None else self._load_robot()
-        gains = Gains()
+        # the posture of a swing leg in the swing task's units (Gains.swing_posture, issue 11)
+        gains = Gains(swing_posture=True)
         for k in GAIN_KEYS:
             if k in self.params:
                 setattr(gains, k, float(self.params[k]))
@@ -198,9 +199,14 @@ class WbcController(Controller):
         self._current = np.zeros(n, dtype=bool)
         self._advance = np.zeros(n)
         self._own_offset = np.zeros(n)
+        #: (n,) bool, joints whose goal carries torque (the daemon's loop reads it), or None
+        self.torque_goals = None
         if cfg is None:
             return
         self._current[:] = [s.mode == "current" for s in cfg.servos]
+        # position servos take their torque in the goal: the safety stage bounds its offset
+        # from the measured position instead of its speed (controller.slew, issue 11)
+        self.torque_goals = np.array([s.mode not in ("current", "velocity") for s in cfg.servos])
         kp, kd = self._servo_models("kp_nm_per_rad"), self._servo_models("kd_nm_s_per_rad")
         calibrated = np.array([bool(s.position_stiffness) for s in cfg.servos])
         stiffness = np.where(calibrated, [s.position_stiffness or 0.0 for s in cfg.servos], kp)
