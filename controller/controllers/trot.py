@@ -23,6 +23,14 @@ mm), never under ``MIN_STEP_HEIGHT`` (4 mm).  A step set in the params is
 kept; when its swing asks more than the no-load speed the run summary says so
 (:attr:`warnings`).  The status reports ``step_height_m`` and the demand.
 
+The posture of a swing leg weighs in the swing task's units
+(:attr:`~servoloop.controller.wholebody.balance.Gains.swing_posture`): it took a third
+of the swing's acceleration.
+
+Its position servos' goals are torque-carrying for the safety stage (``TORQUE_GOALS``):
+bounded to stall torque / k_p from the measured position instead of in speed
+(:mod:`controller.slew`); the speed limit gave the swing legs 0.56 of their torque.
+
 Swing gains: ``swing_kp`` 2500 1/s^2, ``swing_kd`` 100 1/s (``wbc``'s 900 / 60 are for
 its own use).  The servo chain (torque filter, a tick of bus, the servo's loop)
 delays the torque by ~5-8 ms; at 900 (30 rad/s) the daemon's feet stayed 2-3 mm
@@ -64,12 +72,16 @@ class TrotController(WbcController):
     name = "trot"
     param_keys = WbcController.param_keys + tuple(GAIT_RANGES)
     LOAD_SPLIT = True
+    TORQUE_GOALS = True
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)
         for k, v in SWING_GAINS.items():
             if k not in self.params:
                 setattr(self.core.gains, k, v)
+        # a swing leg's posture in the swing task's units (Gains.swing_posture): the quadruped's
+        # 3-joint legs are fully set by the swing foot's point
+        self.core.gains.swing_posture = True
         self.planner = None
         #: [m] the gait's step: the params', else one the servos can swing (module docstring)
         self.step_height = (float(self.params["step_height"]) if "step_height" in self.params

@@ -78,7 +78,9 @@ class Gains:
     in joint space against the posture's 0.0025, and the posture took a third of the swing's
     acceleration (issue 11).  The posture keeps regularising the leg (``H`` stays positive
     definite); stance legs and joints shared with a stance chain keep ``w_posture``.
-    ``wbc`` and ``trot`` turn it on.
+    For legs the swing foot's point sets (the quadruped's three joints a leg): ``trot``
+    turns it on.  A six-joint humanoid leg needs its posture for the foot's orientation,
+    which the point task leaves free (``walk`` with it on let an ankle roll past its limit).
     """
 
     base_kp: float = 150.0
