@@ -63,6 +63,7 @@ def swings():
         ctl.core.step = recorded
         summary = daemon.run(2.5)
         status = ctl.status()
+        status["torque_goals"] = daemon.loop.safety.slew.torque.copy()
     finally:
         lock.close()
     assert summary["state"] == "done", summary["faults"]
@@ -98,6 +99,8 @@ def test_the_swing_measurement_sees_every_foot_lift_and_land(swings):
     assert status["step_height_default"] and 0.004 <= status["step_height_m"] < 0.015
     assert status["swing_joint_speed_rad_s"] <= 0.81 * status["servo_no_load_speed_rad_s"]
     assert not any(w.startswith("trot:") for w in status["summary_warnings"])
+    # the safety stage was told the goals carry torque (every joint: XM430 position servos)
+    assert status["torque_goals"].all()
 
 
 def test_swing_feet_follow_the_step_height_and_land_softly(swings):

@@ -118,3 +118,11 @@ def test_default_step_height_solves_the_demand_for_the_target():
     assert default_step_height(demand, 100.0) == 0.015          # seed 003's step fits
     assert default_step_height(demand, 1.0) == MIN_STEP_HEIGHT  # nothing fits
     assert default_step_height(lambda h: math.nan, 1.0) == 0.015  # no figures: no opinion
+
+
+def test_trot_marks_its_goals_torque_carrying_and_wbc_keeps_the_ramp():
+    ctx = ControllerContext.from_config(builtin_config("quadruped"))
+    assert _trot().torque_goals.all() and _trot().torque_goals.shape == (ctx.n,)
+    assert make_controller("wbc", ctx, {}).torque_goals is None
+    # impedance goals ride on the posture, which may jump: the ramp
+    assert not _trot(position_servo="impedance").torque_goals.any()
