@@ -17,8 +17,10 @@ fastest the servo can turn unloaded); a joint's goal moving faster than that
 only means a following error the servo fights at stall torque.
 
 Torque-carrying goals (issue 11).  ``wbc`` and ``trot`` give a position servo
-its torque through the goal (``trot`` marks its goals so, ``wbc``'s ``TORQUE_GOALS``): ``q + (k_d / k_p) dq + tau / k_p``, the measured
-position plus an offset the servo's P gain turns into ``tau``.  Such a goal
+its torque through the goal ``q + (k_d / k_p) dq + tau / k_p``: the measured
+position plus an offset the servo's P gain turns into ``tau`` (``trot`` marks
+its goals so, a controller's ``torque_goals`` mask; ``wbc`` and ``walk`` keep
+the ramp, see ``WbcController.TORQUE_GOALS``).  Such a goal
 moves with the joint *and* with the torque, which changes by ~2 N m in 30 ms
 in a trot's swing: 8-13 rad/s of goal, and a speed limit on the goal clipped
 the torque (swing joints got 0.56 of it).  What makes a goal dangerous is not
@@ -38,10 +40,10 @@ Both properties hold.  (1) Bounded torque: ``|out - q| <= b + step``, so the
 servo's P term asks at most stall torque (plus one tick of ramp) whatever
 the controller asked, and a stuck joint's goal does not run away from it.
 (2) The goal's reference stays rate-limited: the reference of such a goal is
-the measured position (``torque`` mode, the only one marked: an
-``impedance`` goal's reference is the posture, which a walk's IK or a posture
-param may jump, so it keeps the ramp), which moves at the servo's speed; nothing of a stale
-goal survives a reboot or a host stall (the window is about the position
+the measured position, which moves at the servo's speed (``torque`` mode, the
+only one marked: an ``impedance`` goal's reference is the posture, which a
+walk's IK or a posture param may jump, so it keeps the ramp); nothing of a
+stale goal survives a reboot or a host stall (the window is about the position
 read this tick: the first goal after them is the joint's position plus the
 torque, at most ``b``), and a goal 1.4 rad away (a socket base goal that
 swings the legs) becomes a push of at most stall torque that moves the joint
