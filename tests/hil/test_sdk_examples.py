@@ -157,7 +157,9 @@ def test_p2_motion_examples(virtual_bus, sdk_port, poll_until, example):
 
             def read(i, sr=sr):
                 rx = sr.txRxPacket() if example == "sync_read_write" else sr.fastSyncRead()
-                assert rx == dxl.COMM_SUCCESS and sr.isAvailable(i, PRESENT, 4)
+                if rx != dxl.COMM_SUCCESS:      # reach() reads again after a timeout, fails otherwise
+                    raise TxRxFailed(rx, 0)
+                assert sr.isAvailable(i, PRESENT, 4)
                 return sr.getData(i, PRESENT, 4)
 
             reach(poll_until, read, {i: g for i in ids})
@@ -170,7 +172,8 @@ def test_p2_motion_examples(virtual_bus, sdk_port, poll_until, example):
 
             def read(i, br=br, k=k):
                 rx = br.txRxPacket() if example == "bulk_read_write" else br.fastBulkRead()
-                assert rx == dxl.COMM_SUCCESS
+                if rx != dxl.COMM_SUCCESS:      # reach() reads again after a timeout, fails otherwise
+                    raise TxRxFailed(rx, 0)
                 assert br.isAvailable(1, PRESENT, 4) and br.isAvailable(2, LED, 1)
                 assert br.getData(2, LED, 1) == k
                 return br.getData(1, PRESENT, 4)
