@@ -201,7 +201,13 @@ class SafetyStage:
             np.isnan(goal, out=lim._b1)
             if lim._b1.any():
                 np.copyto(out, self.slew.last, where=lim._b1)
-        return self.slew.limit(out, out, present)
+        self.slew.limit(out, out, present)
+        if present is not None and self.slew.any_torque:
+            # the window is about the measured position: a joint pushed past its limit (a fall,
+            # a stop) would put it past the limit too; the written goal never is
+            lim.clamp(out, out)
+            self.slew.last[:] = out
+        return out
 
     def clamp_velocity(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out`` := velocity goal ``goal`` (rad/s) within +-max_velocity and the acceleration limit."""

@@ -185,6 +185,21 @@ def test_unmarked_joints_and_no_measured_position_keep_the_ramp_bit_for_bit():
         marked.set_torque_goals(np.array([True, False]), np.array([-1.0, 0.0]))
 
 
+def test_a_torque_goal_stays_within_the_limits_when_the_joint_is_past_one():
+    # the window about a joint pushed 0.15 rad past its upper limit (1 rad) would reach 1.35
+    # rad; the goal written stays at the limit, and the ramp continues from what was written
+    st = SafetyStage(SAFETY, ["a", "b"], [1, 2], [-1, -1], [1, 1], np.array([4.0, 4.0]), 1000.0)
+    st.set_torque_goals(np.array([True, False]), np.array([0.2, 0.2]))
+    st.slew.reset(np.array([0.95, 0.0]))
+    out = np.zeros(2)
+    for _ in range(20):
+        st.clamp(np.array([1.3, 0.0]), out, np.array([1.15, 0.0]))
+        assert out[0] <= 1.0 and st.slew.last[0] == out[0]
+    assert out[0] == 1.0
+    st.clamp(np.array([0.9, 0.0]), out, np.array([1.15, 0.0]))     # pulled back in: allowed
+    assert out[0] == pytest.approx(0.95)                            # b from the joint
+
+
 def test_safety_stage_nan_goal_holds_the_written_goal():
     st = SafetyStage(SAFETY, ["a", "b"], [1, 2], [-1, -1], [1, 1], np.array([1.0, 1.0]), 1000.0)
     st.slew.reset(np.array([0.5, 0.2]))
