@@ -186,18 +186,19 @@ def test_unmarked_joints_and_no_measured_position_keep_the_ramp_bit_for_bit():
 
 
 def test_a_torque_goal_stays_within_the_limits_when_the_joint_is_past_one():
-    # the window about a joint pushed 0.15 rad past its upper limit (1 rad) would reach 1.35
-    # rad; the goal written stays at the limit, and the ramp continues from what was written
+    # a joint pushed 0.3 rad past its upper limit (1 rad; a fall, a stop, a margin wider than
+    # the window): the window about it (0.2 rad) lies wholly past the limit, and the goal
+    # would follow it there; the goal written stays at the limit, the ramp continues from it
     st = SafetyStage(SAFETY, ["a", "b"], [1, 2], [-1, -1], [1, 1], np.array([4.0, 4.0]), 1000.0)
     st.set_torque_goals(np.array([True, False]), np.array([0.2, 0.2]))
     st.slew.reset(np.array([0.95, 0.0]))
     out = np.zeros(2)
     for _ in range(20):
-        st.clamp(np.array([1.3, 0.0]), out, np.array([1.15, 0.0]))
+        st.clamp(np.array([1.3, 0.0]), out, np.array([1.3, 0.0]))
         assert out[0] <= 1.0 and st.slew.last[0] == out[0]
     assert out[0] == 1.0
-    st.clamp(np.array([0.9, 0.0]), out, np.array([1.15, 0.0]))     # pulled back in: allowed
-    assert out[0] == pytest.approx(0.95)                            # b from the joint
+    st.clamp(np.array([0.9, 0.0]), out, np.array([1.05, 0.0]))     # back within reach
+    assert out[0] == pytest.approx(0.9)
 
 
 def test_safety_stage_nan_goal_holds_the_written_goal():
