@@ -111,6 +111,9 @@ cdef class BalanceKernel:
     cdef DataC* d
     cdef readonly int nv, nq, nf, n
     cdef readonly int ms, rows
+    #: [m] a stance foot's points within this of its lowest are its sole: the stance plane
+    #: passes through the highest of them (0: through each foot's lowest point only)
+    cdef public double sole_tol
     cdef int[::1] foot_body, foot_first, foot_count, cols
     cdef double[:, ::1] points, centers, H, Jw, Js, L, G, jac
     cdef double[::1] radii, g, aw, qdd, vp, qbuf, vbuf, Jv
@@ -149,6 +152,7 @@ cdef class BalanceKernel:
         self.vbuf = np.zeros(self.nv)
         self.Jv = np.zeros(max(rows, 1))
         self.ms = 0
+        self.sole_tol = 0.0
 
     # ------------------------------------------------------------------ C helpers
     cdef void _point_row(self, int body, const double* p, double radius, double* out) noexcept nogil:
@@ -353,8 +357,9 @@ cdef class BalanceKernel:
                         const unsigned char[::1] stance, bint reuse_rows):
         """The stance plane's height and the velocity that keeps the stance feet still.
 
-        Returns ``(top, status)``: ``top`` [m] the lowest point of the highest stance foot
-        (the ground plane for the contact ID); ``status`` 0 when ``vp`` (nv,) holds
+        Returns ``(top, status)``: ``top`` [m] the highest sole point of the stance feet
+        (the ground plane for the contact ID; a foot's sole: its points within
+        :attr:`sole_tol` of its lowest); ``status`` 0 when ``vp`` (nv,) holds
         ``v - J^+ J v`` (``J`` the stance points' rows, reused from :meth:`accelerations`
         when ``reuse_rows``), 1 when the rows are dependent and the caller must project
         through a least squares (``Js[:ms]`` holds them).
@@ -378,7 +383,7 @@ cdef class BalanceKernel:
                               double* top_out) noexcept nogil:
         cdef int nv = self.nv, nf = self.nf, i, j, r, k, ms, info = 0, one = 1
         cdef char uplo = b'U'
-        cdef double z, low, top = -1e300, xx, vv, s
+        cdef double z, low, high, top = -1e300, xx, vv, s
         cdef bint any_foot = False
         cdef double* v = &self.vbuf[0]
         cdef double* Js = &self.Js[0, 0]
@@ -393,7 +398,13 @@ cdef class BalanceKernel:
                     z = self._world_z(self.foot_body[i], &self.points[j, 0])
                     if z < low or j == self.foot_first[i]:
                         low = z
-                low = low - self.radii[i]
+                # the highest point of the sole (its points within sole_tol of the lowest)
+                high = low
+                for j in range(self.foot_first[i], self.foot_first[i] + self.foot_count[i]):
+                    z = self._world_z(self.foot_body[i], &self.points[j, 0])
+                    if z > high and z <= low + self.sole_tol:
+                        high = z
+                low = high - self.radii[i]
                 if not any_foot or low > top:
                     top = low
                 any_foot = True

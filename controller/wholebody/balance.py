@@ -195,6 +195,7 @@ class BalanceCore:
             robot.model, robot.data, [f.body for f in feet], np.cumsum([0] + counts[:-1]), counts,
             np.vstack([f.points for f in feet]), [f.center for f in feet], [f.radius for f in feet],
             self._pose_cols, self._H, self._g, self._J, self._a, self._Js, self.qdd, self._vp)
+        self._kernel.sole_tol = SOLE_TOL
         # step 4, compiled: its workspace sized for every foot's points in stance
         self._splitter = ForceSplitKernel(max(sum(counts), 1), nv, counts, SPLIT_OPEN_N,
                                           STICK_MARGIN)
@@ -286,10 +287,10 @@ class BalanceCore:
             # the stance rows accelerations() made this tick, at the same q and stance
             reuse = q_js is q and ms > 0 and st_js == key
             self._Js_for = (None, 0, b"")
-            # the plane through the highest stance foot's lowest point, and the nearest
-            # velocity that keeps the stance feet still: a foot sinking into soft ground,
-            # legs splaying or an estimate's velocity error must not read as an impact the
-            # contacts stop within one tick
+            # the plane through the highest sole point of the stance feet (SOLE_TOL), and
+            # the nearest velocity that keeps the stance feet still: a foot sinking into soft
+            # ground, legs splaying or an estimate's velocity error must not read as an impact
+            # the contacts stop within one tick
             top, status = self._kernel.stance_velocity(q, v, st.view(np.uint8), reuse)
             if status:      # dependent rows (several points of one flat foot): SVD
                 J = self._Js[:self._kernel.ms]
@@ -389,6 +390,18 @@ class BalanceCore:
         return self.torques(q, v, qdd, tg.stance)
 
 
+#: [m] a stance foot's points within this of its lowest point are its sole, and the stance
+#: plane passes through the highest sole point of the stance feet (their lower points
+#: penetrate it: closed contacts, no Baumgarte term).  Through the lowest point only (before,
+#: issue 11), a flat foot tilted by a millimetre over its length (compliant ground, the
+#: estimate's tilt error) stood on one corner in the ID: the ROBOTIS OP3's 12 cm soles,
+#: toes 0.2-1.8 mm above their heels, had one heel corner loaded per tick, the ID predicted
+#: the robot pitching forward at 5 rad/s^2 with zero velocity and zero desired acceleration,
+#: and its torques pushed the CoM forward while the base task asked backward: it fell
+#: 0.7 s into every run.  3 mm takes a sole tilted up to ~1.4 deg over 12 cm and leaves out
+#: a 5 mm sole box's top corners; a point foot is unchanged (one point).
+SOLE_TOL = 3e-3
+
 #: a Coulomb contact sticks while its tangential force is under this fraction of ``mu f_n``
 STICK_MARGIN = 1.0 - 1e-6
 #: [N] a Coulomb contact's normal force at or under which it counts as unloaded (shared)
@@ -425,9 +438,9 @@ def coulomb_fallback(cache: dict, key, robot, contacts, dt: float, plane_args: d
 def _plane_args(ground) -> dict:
     """The contact ID's plane arguments: the stance plane (``ground``) or the world's (None).
 
-    On the stance plane the Baumgarte term is off, and the margin is 1 mm: a stance foot's
-    lowest point is on the plane; points of a foot higher than that (a box's top corners, a
-    tilted sole's heel) take no force.
+    On the stance plane the Baumgarte term is off, and the margin is 1 mm: the stance feet's
+    soles are on the plane (or through it: closed); points of a foot higher than that (a
+    box's top corners, the heel of a foot rolled onto its toes) take no force.
     """
     if ground is None:
         return {}

@@ -202,11 +202,17 @@ class ReferenceBalanceCore:
             from servoloop.core_cy.sim.model import Ground
 
             r.kinematics(q)
-            # each stance foot's lowest point; the plane through the highest of those
-            top = max(min(r.point_world(f.body, p)[2] for p in f.points) - f.radius
-                      for f, on in zip(r.feet, stance, strict=True) if on)
-            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
-            # higher than that (a box's top corners, a tilted sole's heel) take no force
+            # each stance foot's sole (its points within SOLE_TOL of its lowest); the plane
+            # through the highest sole point
+            from servoloop.controller.wholebody.balance import SOLE_TOL
+
+            top = -np.inf
+            for f, on in zip(r.feet, stance, strict=True):
+                if on:
+                    zs = [r.point_world(f.body, p)[2] for p in f.points]
+                    top = max(top, max(z for z in zs if z <= min(zs) + SOLE_TOL) - f.radius)
+            # margin 1 mm: the soles are on (or through) the plane; points of a foot higher
+            # than that (a box's top corners, a rolled foot's heel) take no force
             extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
                      "margin": 1e-3}
             # the nearest velocity that keeps the stance feet still: a foot sinking into
