@@ -48,6 +48,8 @@ class ReferenceBalanceCore:
 
         self.robot = robot
         self.dt = float(dt)
+        #: (p,) bool, the feet's sole points (the stance plane; the test copies the core's)
+        self.sole = np.zeros(sum(len(f.points) for f in robot.feet), dtype=bool)
         self.variant = variant
         self.mu = float(mu)
         self.gains = gains
@@ -202,15 +204,16 @@ class ReferenceBalanceCore:
             from servoloop.core_cy.sim.model import Ground
 
             r.kinematics(q)
-            # each stance foot's sole (its points within SOLE_TOL of its lowest); the plane
-            # through the highest sole point
-            from servoloop.controller.wholebody.balance import SOLE_TOL
-
-            top = -np.inf
+            # the plane through the highest sole point of the stance feet (``sole``, the
+            # compiled core's set_soles; a foot without one: its lowest point)
+            top, k = -np.inf, 0
             for f, on in zip(r.feet, stance, strict=True):
+                zs = [r.point_world(f.body, p)[2] for p in f.points]
                 if on:
-                    zs = [r.point_world(f.body, p)[2] for p in f.points]
-                    top = max(top, max(z for z in zs if z <= min(zs) + SOLE_TOL) - f.radius)
+                    high = max([min(zs)] + [z for z, s in zip(zs, self.sole[k:k + len(zs)],
+                                                              strict=True) if s])
+                    top = max(top, high - f.radius)
+                k += len(zs)
             # margin 1 mm: the soles are on (or through) the plane; points of a foot higher
             # than that (a box's top corners, a rolled foot's heel) take no force
             extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
