@@ -55,7 +55,7 @@ from servoloop.controller.lifecycle import State
 from servoloop.controller.loop_stats import JitterStats, MissCauses
 from servoloop.controller.safety import SafetyStage
 from servoloop.controller.servo_faults import ServoFaultHandler
-from servoloop.controller.slew import joint_max_velocity
+from servoloop.controller.slew import joint_max_offset, joint_max_velocity
 from servoloop.controller.startup_ramp import StartupRamp
 from servoloop.controller.telemetry import TelemetryRing, TickRecorder
 from servoloop.controller.watchdog_guard import BusWatchdogGuard
@@ -153,6 +153,9 @@ class ControlLoop:
         self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper,
                                   joint_max_velocity(servos, cfg.safety), cfg.loop.rate_hz, event,
                                   velocity_joints=self.joint_map.is_velocity)
+        torque_goals = getattr(controller, "torque_goals", None)
+        if torque_goals is not None:    # wbc / trot: goals that carry torque (controller.slew)
+            self.safety.set_torque_goals(torque_goals, joint_max_offset(servos))
         self.servo_faults.on_restore = self._on_servo_restored
         self.servo_faults.on_disable = self._on_servo_disabled
         self.disabled = np.zeros(n, dtype=bool)
@@ -274,7 +277,9 @@ class ControlLoop:
     def actuate(self) -> None:
         """Command (joint space) -> safe joint goal -> servo targets (torque as offset or current)."""
         self.joint_map.offset_goal(self.cmd, self._tmp)
-        self.safety.clamp(self._tmp, self.goal)
+        # the run state's torque-carrying goals are bounded about the measured position
+        run = int(self.lifecycle.state) == _RUN
+        self.safety.clamp(self._tmp, self.goal, self.state.position if run else None)
         self.joint_map.to_servo(self.goal, self.cmd, self.state, self.goal_servo, self.current_servo)
         if self.joint_map.any_velocity:
             self.safety.clamp_velocity(self.cmd.velocity, self.velocity_goal)

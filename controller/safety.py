@@ -182,9 +182,18 @@ class SafetyStage:
         msg = self.limits.check_position(position)
         return None if msg is None else self._at(FaultKind.LIMIT, msg)
 
-    def clamp(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def set_torque_goals(self, mask, max_offset) -> None:
+        """The controller's goals carry torque on the joints in ``mask`` ((n,) bool): their slew
+        limit is a window of ``max_offset`` ((n,) rad) about the measured position besides the
+        ramp (:mod:`controller.slew`, issue 11)."""
+        self.slew.set_torque_goals(mask, max_offset)
+
+    def clamp(self, goal: np.ndarray, out: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
         """``out`` := ``goal`` clamped to the limits in force (NaN -> the last written goal,
-        or the lower limit before any), then slew-limited from the last written goal, rad."""
+        or the lower limit before any), then slew-limited from the last written goal, rad.
+
+        ``present`` (n,) rad, the measured position, given in the run state: the joints
+        marked by :meth:`set_torque_goals` may also lie within their offset bound of it."""
         lim = self.limits
         lim.clamp(goal, out)
         if self.slew.primed:
@@ -192,7 +201,7 @@ class SafetyStage:
             np.isnan(goal, out=lim._b1)
             if lim._b1.any():
                 np.copyto(out, self.slew.last, where=lim._b1)
-        return self.slew.limit(out, out)
+        return self.slew.limit(out, out, present)
 
     def clamp_velocity(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out`` := velocity goal ``goal`` (rad/s) within +-max_velocity and the acceleration limit."""

@@ -15,13 +15,51 @@ With ``max_acceleration`` the per-tick velocity also changes by at most
 Default ``max_velocity``: the servo model's datasheet no-load speed (the
 fastest the servo can turn unloaded); a joint's goal moving faster than that
 only means a following error the servo fights at stall torque.
+
+Torque-carrying goals (issue 11).  ``wbc`` and ``trot`` give a position servo
+its torque through the goal ``q + (k_d / k_p) dq + tau / k_p``: the measured
+position plus an offset the servo's P gain turns into ``tau`` (``trot`` marks
+its goals so, a controller's ``torque_goals`` mask; ``wbc`` and ``walk`` keep
+the ramp, see ``WbcController.TORQUE_GOALS``).  Such a goal
+moves with the joint *and* with the torque, which changes by ~2 N m in 30 ms
+in a trot's swing: 8-13 rad/s of goal, and a speed limit on the goal clipped
+the torque (swing joints got 0.56 of it).  What makes a goal dangerous is not
+its speed but its distance from where the joint is: the servo pushes with
+``k_p |goal - q|``, up to stall torque, for as long as the distance lasts.  So
+for the joints :meth:`SlewLimiter.set_torque_goals` marks, the written goal may
+be anywhere within ``b`` = ``max_offset`` (rad; default stall torque / ``k_p``,
+:func:`joint_max_offset`) of the *measured* position ``q``, and beyond that
+only one ramp step (``max_velocity * dt``) past the last written goal, the
+ramp anchored within ``b`` of the joint:
+
+    a   = clip(last, q - b, q + b)           (the ramp's anchor)
+    r   = a + clip(goal - a, -step, step)    (one tick of ramp)
+    out = clip(goal, min(r, q - b), max(r, q + b))
+
+Both properties hold.  (1) Bounded torque: ``|out - q| <= b + step``, so the
+servo's P term asks at most stall torque (plus one tick of ramp) whatever
+the controller asked, and a stuck joint's goal does not run away from it.
+(2) The goal's reference stays rate-limited: the reference of such a goal is
+the measured position, which moves at the servo's speed (``torque`` mode, the
+only one marked: an ``impedance`` goal's reference is the posture, which a
+walk's IK or a posture param may jump, so it keeps the ramp); nothing of a
+stale goal survives a reboot or a host stall (the window is about the position
+read this tick: the first goal after them is the joint's position plus the
+torque, at most ``b``), and a goal 1.4 rad away (a socket base goal that
+swings the legs) becomes a push of at most stall torque that moves the joint
+no faster than the servo can, with the goal riding ``b`` ahead of it.  A
+joint whose reading failed (NaN) has no window: the plain ramp from the last
+goal.  Goals the controller does not mark (``hold``, trajectories, position
+goals) and every goal outside the run state (startup ramp, shutdown) keep the
+ramp alone, bit for bit; the acceleration limit applies to them only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SlewLimiter", "VelocitySlew", "joint_max_velocity", "DEFAULT_VELOCITY_RAMP_S"]
+__all__ = ["SlewLimiter", "VelocitySlew", "joint_max_velocity", "joint_max_offset",
+           "DEFAULT_VELOCITY_RAMP_S"]
 
 #: without ``safety.max_acceleration``, a velocity-mode joint reaches ``max_velocity`` from rest
 #: in this many seconds at the least (its acceleration limit is ``max_velocity / DEFAULT_VELOCITY_RAMP_S``)
@@ -48,6 +86,27 @@ def joint_max_velocity(servos, safety) -> np.ndarray:
     return out
 
 
+def joint_max_offset(servos) -> np.ndarray:
+    """Per-joint bound on a torque-carrying goal's offset from the measured position (rad),
+    config order: the servo model's stall torque at its supply over its position stiffness
+    ``k_p`` (``servos[].position_stiffness`` when calibrated, else the servo model's), the
+    offset at which the servo's P term reaches stall torque; inf when unknown.
+    """
+    from servoloop.core_cy.sim.model import simulator_servo_model
+    from servoloop.firmware_bridge.control_table import get_table
+
+    out = np.full(len(servos), np.inf)
+    for i, s in enumerate(servos):
+        table = get_table(s.model)
+        if table.datasheet is None:
+            continue
+        model = simulator_servo_model(table.datasheet, table.name)
+        kp = getattr(s, "position_stiffness", None) or model.kp_nm_per_rad
+        if kp > 0:
+            out[i] = model.stall_torque_at_supply_nm / kp
+    return out
+
+
 class SlewLimiter:
     """Rate (and optional acceleration) limit on the joint goal, in place.
 
@@ -62,6 +121,8 @@ class SlewLimiter:
     last : (n,) rad, the goal of the last :meth:`limit` (what was written)
     primed : bool, ``last`` holds a goal (after :meth:`reset`)
     held : (n,) bool, joints whose goal stays at ``last`` (a disabled servo)
+    torque : (n,) bool, joints whose goal carries torque (:meth:`set_torque_goals`)
+    max_offset : (n,) rad, their bound on ``|goal - measured|`` (-inf elsewhere: no window)
     """
 
     def __init__(self, max_velocity, max_acceleration: float | None, dt: float) -> None:
@@ -75,8 +136,27 @@ class SlewLimiter:
         self.step = np.zeros(n)  # rad/tick of the last limit (the acceleration limit's state)
         self.held = np.zeros(n, dtype=bool)
         self.primed = False
+        self.torque = np.zeros(n, dtype=bool)
+        self.max_offset = np.full(n, -np.inf)
+        self._anchor_b = np.full(n, np.inf)
+        self.any_torque = False
         self._err = np.zeros(n)
         self._tmp = np.zeros(n)
+        self._lo = np.zeros(n)
+        self._hi = np.zeros(n)
+
+    def set_torque_goals(self, mask, max_offset) -> None:
+        """Joints in ``mask`` ((n,) bool) take torque-carrying goals: each written goal may lie
+        within ``max_offset`` ((n,) rad, or a scalar) of the measured position (module
+        docstring); an empty mask restores the ramp alone everywhere."""
+        self.torque[:] = mask
+        b = np.broadcast_to(np.asarray(max_offset, dtype=float), self.torque.shape)
+        if np.any(self.torque & ~(b >= 0.0)):
+            raise ValueError("SlewLimiter.set_torque_goals: max_offset must be >= 0 rad "
+                             "(inf: unbounded) on the torque-carrying joints")
+        self.max_offset[:] = np.where(self.torque, b, -np.inf)
+        self._anchor_b[:] = np.where(self.torque, b, np.inf)
+        self.any_torque = bool(self.torque.any())
 
     def reset(self, q: np.ndarray) -> None:
         """Start from goal ``q`` (rad), at rest: the goal written at torque on."""
@@ -89,11 +169,13 @@ class SlewLimiter:
         self.last[i] = q
         self.step[i] = 0.0
 
-    def limit(self, goal: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def limit(self, goal: np.ndarray, out: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
         """``out`` := ``goal`` moved from :attr:`last` by at most the limits; ``last`` := ``out``.
 
         ``goal`` and ``out`` may be the same array.  Not primed yet: ``goal``
-        passes unchanged and becomes :attr:`last`.
+        passes unchanged and becomes :attr:`last`.  ``present`` (n,) rad, the measured
+        position: the torque-carrying joints' goals may also lie within ``max_offset`` of it
+        (module docstring); None: the ramp alone for every joint.
         """
         if not self.primed:
             if out is not goal:
@@ -119,9 +201,44 @@ class SlewLimiter:
             np.minimum(err, tmp, out=self.step)
         if self.held.any():
             self.step[self.held] = 0.0
+        if present is not None and self.any_torque:
+            self._window(goal, present, out)
+            return out
         np.add(self.last, self.step, out=out)
         self.last[:] = out
         return out
+
+    def _window(self, goal, present, out) -> None:
+        """The torque joints' limit (module docstring), the others' ramp ``last + step`` exactly.
+
+        ``b`` is -inf off the torque joints in :attr:`max_offset` (the window collapses onto
+        the ramp) and ``_anchor_b`` +inf (the anchor is ``last``); a NaN reading drops out
+        of ``fmin`` / ``fmax``: the ramp from ``last`` alone."""
+        lo, hi, r, err = self._lo, self._hi, self._tmp, self._err
+        # the ramp's anchor: the last goal, pulled back to within b of the joint
+        np.add(present, self._anchor_b, out=hi)
+        np.fmin(self.last, hi, out=lo)
+        np.subtract(present, self._anchor_b, out=hi)
+        np.fmax(lo, hi, out=lo)
+        np.subtract(goal, lo, out=err)
+        np.clip(err, -self.max_step, self.max_step, out=err)
+        np.add(lo, err, out=err)                          # the anchored ramp's goal
+        np.add(self.last, self.step, out=r)               # the plain ramp's goal
+        np.copyto(r, err, where=self.torque)
+        np.subtract(present, self.max_offset, out=lo)
+        np.fmin(lo, r, out=lo)
+        np.add(present, self.max_offset, out=hi)
+        np.fmax(hi, r, out=hi)
+        if self.held.any():     # a disabled servo's joint holds its goal
+            np.copyto(lo, self.last, where=self.held)
+            np.copyto(hi, self.last, where=self.held)
+        np.minimum(np.maximum(goal, lo, out=out), hi, out=out)
+        # a torque joint's ramp (acceleration limit) continues from what was written; the
+        # others keep their step bit for bit
+        np.subtract(out, self.last, out=r)
+        np.clip(r, -self.max_step, self.max_step, out=r)
+        np.copyto(self.step, r, where=self.torque)
+        self.last[:] = out
 
 
 class VelocitySlew:

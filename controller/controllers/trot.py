@@ -12,6 +12,31 @@ params: every ``wbc`` parameter, plus ``speed_mps`` (default 0: trot in
 place; settable over the socket, |speed| <= 0.5 m/s), ``period`` [s],
 ``duty`` (0..1), ``step_height`` [m], ``accel`` [m/s^2].
 
+Default ``step_height`` (issue 11): one the servos can swing.  Seed 003's 1.5 cm
+in its 75 ms swing asks ~10 rad/s of the quadruped's hips and knees, twice the
+XM430-W350's no-load 4.8 rad/s, and its feet reached a third of it.  Without a
+``step_height`` in the params the trot takes the highest step up to 1.5 cm
+whose swing (at the configured ``speed_mps``, ``period`` and ``duty``) asks at
+most ``SPEED_MARGIN`` (0.8) of the slowest servo's no-load speed at its supply
+(:func:`default_step_height`; the quadruped at 0.1 m/s: ~4.4 mm, in place ~5.4
+mm), never under ``MIN_STEP_HEIGHT`` (4 mm).  A step set in the params is
+kept; when its swing asks more than the no-load speed the run summary says so
+(:attr:`warnings`).  The status reports ``step_height_m`` and the demand.
+
+The posture of a swing leg weighs in the swing task's units
+(:attr:`~servoloop.controller.wholebody.balance.Gains.swing_posture`): it took a third
+of the swing's acceleration.
+
+Its position servos' goals are torque-carrying for the safety stage (``TORQUE_GOALS``):
+bounded to stall torque / k_p from the measured position instead of in speed
+(:mod:`controller.slew`); the speed limit gave the swing legs 0.56 of their torque.
+
+Swing gains: ``swing_kp`` 2500 1/s^2, ``swing_kd`` 100 1/s (``wbc``'s 900 / 60 are for
+its own use).  The servo chain (torque filter, a tick of bus, the servo's loop)
+delays the torque by ~5-8 ms; at 900 (30 rad/s) the daemon's feet stayed 2-3 mm
+under a 4-8 mm apex, at 2500 (50 rad/s, critically damped) they reach it
+(BENCHMARKS.md, daemon trot).
+
 With ``variant: lcp_noslip`` the ID's forces are shared among the stance feet
 and a foot is unloaded over its last 30 ms before a planned lift-off
 (:mod:`controller.wholebody.force_split`); with ``lcp_coulomb`` (the default, on
@@ -32,12 +57,22 @@ __all__ = ["TrotController"]
 #: gait parameter -> (lowest, highest) accepted
 GAIT_RANGES = {"speed_mps": (-0.5, 0.5), "period": (0.1, 2.0), "duty": (0.5, 0.95),
                "step_height": (0.0, 0.1), "accel": (0.01, 5.0)}
+#: [m] seed 003's step: the default when the servos can swing it
+SEED_STEP_HEIGHT = 0.015
+#: the default step's swing asks at most this share of the servos' no-load speed: a servo's
+#: speed falls along its torque-speed line with the torque the swing takes
+SPEED_MARGIN = 0.8
+#: [m] the lowest default step: the stance feet sink ~1.3 mm into the compliant ground
+MIN_STEP_HEIGHT = 0.004
+#: trot's swing gains unless the params set them (module docstring)
+SWING_GAINS = {"swing_kp": 2500.0, "swing_kd": 100.0}
 
 
 class TrotController(WbcController):
     name = "trot"
     param_keys = WbcController.param_keys + tuple(GAIT_RANGES)
     LOAD_SPLIT = True
+    TORQUE_GOALS = True
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)
@@ -47,23 +82,34 @@ class TrotController(WbcController):
                 f"trot swings the feet in diagonal pairs and needs 4; this robot has {len(feet)} "
                 f"({', '.join(feet)}); a biped walks with the walk controller")
         self._touchdown = self._diagonal_pairs()
+        for k, v in SWING_GAINS.items():
+            if k not in self.params:
+                setattr(self.core.gains, k, v)
+        # a swing leg's posture in the swing task's units (Gains.swing_posture): the quadruped's
+        # 3-joint legs are fully set by the swing foot's point
+        self.core.gains.swing_posture = True
         self.planner = None
+        #: [m] the gait's step: the params', else one the servos can swing (module docstring)
+        self.step_height = (float(self.params["step_height"]) if "step_height" in self.params
+                            else self._default_step_height())
         self._swing_demand = self._swing_speed_demand()
         demand, no_load = self._swing_demand
         if no_load is not None and demand > no_load:
             self._warnings.append(
                 f"trot: the swing asks {demand:.1f} rad/s of the leg joints, the servos do "
                 f"{no_load:.1f} rad/s at no load: the feet will fall short of step_height "
-                f"({self._gait().step_height * 1e3:.0f} mm); a lower step_height or a longer period "
-                "asks less")
+                f"({self.step_height * 1e3:.1f} mm); a lower step_height, a longer period or a "
+                "lower speed_mps asks less")
 
-    def _gait(self):
-        """The params' :class:`~servoloop.controller.wholebody.gait.TrotGait` (a new one)."""
+    def _gait(self, step_height: float | None = None):
+        """The params' :class:`~servoloop.controller.wholebody.gait.TrotGait` (a new one), with
+        :attr:`step_height` or ``step_height`` [m]."""
         from servoloop.controller.wholebody.gait import TrotGait
 
         p = self.params
+        h = self.step_height if step_height is None else step_height
         gait = TrotGait(period=float(p.get("period", 0.3)), duty=float(p.get("duty", 0.75)),
-                        step_height=float(p.get("step_height", 0.015)))
+                        step_height=float(h))
         gait.touchdown = self._touchdown.copy()
         return gait
 
@@ -88,6 +134,34 @@ class TrotController(WbcController):
             return np.where(d[:, 0] * d[:, 1] > 0, 0.25, 0.75)
         return np.array([touchdown_phase(f.link, i) for i, f in enumerate(r.feet)])
 
+    def _default_step_height(self) -> float:
+        """[m] The highest step up to ``SEED_STEP_HEIGHT`` whose swing asks at most
+        ``SPEED_MARGIN`` of the servos' no-load speed (``MIN_STEP_HEIGHT`` at the least);
+        ``SEED_STEP_HEIGHT`` without servo figures (no config).  ~10 ms per demand evaluated,
+        a few of them, before the loop runs."""
+        no_load = self._servo_models("no_load_speed_at_supply_rad_s")
+        if no_load is None or not len(no_load):
+            return SEED_STEP_HEIGHT
+        target = SPEED_MARGIN * float(no_load.min())
+        return default_step_height(lambda h: self._demand_at(h), target)
+
+    def _demand_at(self, step_height: float) -> float:
+        """Peak joint speed [rad/s] the swing of a ``step_height`` [m] step asks (NaN if the
+        leg could not be solved), at the configured gait and ``speed_mps``."""
+        import numpy as np
+
+        from servoloop.controller.wholebody.trot_planner import swing_joint_speed
+
+        r = self.robot
+        gait = self._gait(step_height)
+        q0 = r.model.neutral().copy()
+        q0[r.q_joints] = self._default_posture()
+        try:
+            return float(swing_joint_speed(r, q0, gait, float(self.params.get("speed_mps", 0.0)),
+                                           samples=30).max())
+        except (np.linalg.LinAlgError, ValueError):     # a diagnostic: never stops a trot
+            return math.nan
+
     def _swing_speed_demand(self) -> tuple[float, float | None]:
         """(peak joint speed the gait's swing asks [rad/s], the slowest servo's no-load speed
         [rad/s] or None without a config), at the configured gait and ``speed_mps``.
@@ -96,19 +170,7 @@ class TrotController(WbcController):
         swing (1.5 cm in 75 ms) asks ~10 rad/s of the quadruped's hips and knees, twice the
         XM430-W350's no-load speed at 12 V, and its feet reached 5-6 mm (BENCHMARKS.md).
         """
-        import numpy as np
-
-        from servoloop.controller.wholebody.trot_planner import swing_joint_speed
-
-        p, r = self.params, self.robot
-        gait = self._gait()
-        q0 = r.model.neutral().copy()
-        q0[r.q_joints] = self._default_posture()
-        try:
-            demand = float(swing_joint_speed(r, q0, gait, float(p.get("speed_mps", 0.0)),
-                                             samples=30).max())
-        except (np.linalg.LinAlgError, ValueError):     # a diagnostic: never stops a trot
-            demand = math.nan
+        demand = self._demand_at(self.step_height)
         no_load = self._servo_models("no_load_speed_at_supply_rad_s")
         return demand, (None if no_load is None or not len(no_load) else float(no_load.min()))
 
@@ -170,5 +232,38 @@ class TrotController(WbcController):
             s.update(speed_mps=self.planner.speed, speed_goal_mps=self.planner.speed_goal)
         # the swing's joint-speed demand next to what the servos can do (issue 11)
         s.update(swing_joint_speed_rad_s=self._swing_demand[0],
-                 servo_no_load_speed_rad_s=self._swing_demand[1])
+                 servo_no_load_speed_rad_s=self._swing_demand[1],
+                 step_height_m=self.step_height, step_height_default="step_height" not in self.params)
         return s
+
+
+def default_step_height(demand, target: float, high: float = SEED_STEP_HEIGHT,
+                        low: float = MIN_STEP_HEIGHT) -> float:
+    """[m] The highest step height in [``low``, ``high``] whose swing's joint-speed demand
+    (``demand(h)`` [rad/s], increasing in ``h``) is at most ``target`` [rad/s]; ``low`` when
+    none is (the stride alone asks more), ``high`` when a NaN demand says nothing.
+
+    Secant steps on ``demand(h) = target`` (it is close to affine in ``h``: the stride's
+    part plus the lift's), then 2 % lower until under: 3-5 evaluations.
+    """
+    d_hi = demand(high)
+    if not d_hi > target:               # within (or unknown): seed 003's step
+        return high
+    d_lo = demand(low)
+    if not d_lo < target:
+        return low
+    a, da, b, db = low, d_lo, high, d_hi
+    for _ in range(4):
+        h = a + (target - da) * (b - a) / (db - da)
+        d = demand(h)
+        if not math.isfinite(d):
+            return low
+        if abs(d - target) < 0.005 * target:
+            break
+        if d > target:
+            b, db = h, d
+        else:
+            a, da = h, d
+    while h > low and demand(h) > target:
+        h = max(low, 0.98 * h)
+    return h

@@ -103,6 +103,13 @@ class WbcController(Controller):
                   "position_servo", "load_split") + GAIN_KEYS
     #: ``load_split`` when the config does not say (``trot``: on, its lift-offs need it)
     LOAD_SPLIT = False
+    #: mark the ``torque``-mode position servos' goals as torque-carrying for the safety stage
+    #: (:attr:`torque_goals`, ``controller.slew``).  ``trot`` does: the goal ramp clipped its
+    #: swing legs' torque.  ``wbc`` and ``walk`` keep the ramp: measured through the virtual
+    #: bus, without it the humanoid's learned-model walk fell (its AX-18A goals carry a
+    #: count's 0.05 N m of noise) and the pushed quadruped ended 5.0 cm from where it stood
+    #: (4.4 with the ramp; the test allows 5)
+    TORQUE_GOALS = False
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params)
@@ -161,6 +168,10 @@ class WbcController(Controller):
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
             else np.zeros(ctx.n, dtype=bool)
         self._impedance_u8 = self._impedance.view(np.uint8)
+        if self.torque_goals is not None:
+            # impedance: the goal's reference is the posture, which may jump (a walk's IK, a
+            # posture param): those goals keep the safety stage's ramp
+            self.torque_goals &= ~self._impedance
         from servoloop.controller.wholebody._balance import servo_command
 
         self._servo_command = servo_command
@@ -235,9 +246,15 @@ class WbcController(Controller):
         self._current = np.zeros(n, dtype=bool)
         self._advance = np.zeros(n)
         self._own_offset = np.zeros(n)
+        #: (n,) bool, joints whose goal carries torque (the daemon's loop reads it), or None
+        self.torque_goals = None
         if cfg is None:
             return
         self._current[:] = [s.mode == "current" for s in cfg.servos]
+        # position servos take their torque in the goal about the measured position: the
+        # safety stage bounds its offset from it instead of its speed (controller.slew, issue 11)
+        if self.TORQUE_GOALS:
+            self.torque_goals = np.array([s.mode not in ("current", "velocity") for s in cfg.servos])
         kp, kd = self._servo_models("kp_nm_per_rad"), self._servo_models("kd_nm_s_per_rad")
         calibrated = np.array([bool(s.position_stiffness) for s in cfg.servos])
         stiffness = np.where(calibrated, [s.position_stiffness or 0.0 for s in cfg.servos], kp)

@@ -116,7 +116,8 @@ cdef class BalanceKernel:
     cdef unsigned char[::1] sole
     cdef int[::1] foot_body, foot_first, foot_count, cols
     cdef double[:, ::1] points, centers, H, Jw, Js, L, G, jac
-    cdef double[::1] radii, g, aw, qdd, vp, qbuf, vbuf, Jv
+    cdef double[::1] radii, g, aw, qdd, vp, qbuf, vbuf, Jv, swing_norm, posture_w
+    cdef unsigned char[::1] stance_col
     cdef object _keep
 
     def __init__(self, Model model, Data data, foot_body, foot_first, foot_count, points,
@@ -151,6 +152,9 @@ cdef class BalanceKernel:
         self.qbuf = np.zeros(self.nq)
         self.vbuf = np.zeros(self.nv)
         self.Jv = np.zeros(max(rows, 1))
+        self.swing_norm = np.zeros(self.nv)
+        self.stance_col = np.zeros(self.nv, dtype=np.uint8)
+        self.posture_w = np.zeros(max(self.n, 1))
         self.ms = 0
         self.sole = np.zeros(self.points.shape[0], dtype=np.uint8)
 
@@ -206,6 +210,7 @@ cdef class BalanceKernel:
         cdef double posture_kp = gains.posture_kp, posture_kd = gains.posture_kd
         cdef double contact_kd = gains.contact_kd, w_contact = gains.w_contact
         cdef double w_base = gains.w_base, w_swing = gains.w_swing, w_posture = gains.w_posture
+        cdef bint swing_posture = gains.swing_posture
         cdef int nv = self.nv, nq = self.nq, n = self.n, nf = self.nf
         if (q.shape[0] != nq or v.shape[0] != nv or stance.shape[0] != nf
                 or base_position.shape[0] < 3 or base_velocity.shape[0] < 3
@@ -239,7 +244,7 @@ cdef class BalanceKernel:
                                        swing_position, swing_velocity, swing_acceleration,
                                        base_kp, base_kd, rot_kp, rot_kd, swing_kp, swing_kd,
                                        posture_kp, posture_kd, contact_kd, w_contact, w_base,
-                                       w_swing, w_posture)
+                                       w_swing, w_posture, swing_posture)
         return info
 
     cdef int _accelerations(self, const double* q, const double* v, const unsigned char* stance,
@@ -250,7 +255,8 @@ cdef class BalanceKernel:
                             double base_kp, double base_kd, double rot_kp, double rot_kd,
                             double swing_kp, double swing_kd, double posture_kp,
                             double posture_kd, double contact_kd, double w_contact,
-                            double w_base, double w_swing, double w_posture) noexcept nogil:
+                            double w_base, double w_swing, double w_posture,
+                            bint swing_posture) noexcept nogil:
         cdef int nv = self.nv, n = self.n, nf = self.nf
         cdef int i, j, k, r, c, m = 0, ms = 0, info = 0, one = 1
         cdef char uplo = b'U'
@@ -291,9 +297,9 @@ cdef class BalanceKernel:
         g[2] -= v[3] * v[1] - v[4] * v[0]
         for i in range(6):
             g[i] *= wb2
-        for i in range(n):
-            c = self.cols[i]
-            g[c] = wp2 * (posture_kp * (posture[i] - q[c + 1]) - posture_kd * v[c])
+        for k in range(nv):
+            self.swing_norm[k] = 0.0
+            self.stance_col[k] = 0
         # foot rows, weighted
         for i in range(nf):
             body = self.foot_body[i]
@@ -305,6 +311,8 @@ cdef class BalanceKernel:
                     for r in range(3):
                         jv = 0.0
                         for k in range(nv):
+                            if row[r * nv + k] != 0.0:
+                                self.stance_col[k] = 1
                             Jw[(m + r) * nv + k] = w_contact * row[r * nv + k]
                             jv += row[r * nv + k] * v[k]
                         aw[m + r] = (-w_contact * contact_kd) * jv
@@ -313,6 +321,10 @@ cdef class BalanceKernel:
                 ctr = &self.centers[i, 0]
                 row = &Jw[m * nv]
                 self._point_row(body, ctr, self.radii[i], row)
+                for k in range(6, nv):      # the swing foot's travel per joint rad [m^2/rad^2]
+                    s = row[k] * row[k] + row[nv + k] * row[nv + k] + row[2 * nv + k] * row[2 * nv + k]
+                    if s > self.swing_norm[k]:
+                        self.swing_norm[k] = s
                 x[0] = self.d.oR[9 * body] * ctr[0] + self.d.oR[9 * body + 1] * ctr[1] + self.d.oR[9 * body + 2] * ctr[2] + self.d.op[3 * body]
                 x[1] = self.d.oR[9 * body + 3] * ctr[0] + self.d.oR[9 * body + 4] * ctr[1] + self.d.oR[9 * body + 5] * ctr[2] + self.d.op[3 * body + 1]
                 x[2] = self.d.oR[9 * body + 6] * ctr[0] + self.d.oR[9 * body + 7] * ctr[1] + self.d.oR[9 * body + 8] * ctr[2] + self.d.op[3 * body + 2] - self.radii[i]
@@ -327,6 +339,15 @@ cdef class BalanceKernel:
                         row[r * nv + k] = w_swing * row[r * nv + k]
                 m += 3
         self.ms = ms
+        # posture: w_posture^2 per joint, in a swing leg (the joints that move a swing foot and
+        # no stance foot) times min(1, |J_c|^2), see balance.Gains.swing_posture
+        for i in range(n):
+            c = self.cols[i]
+            s = wp2
+            if swing_posture and self.swing_norm[c] > 0.0 and not self.stance_col[c]:
+                s = wp2 * (self.swing_norm[c] if self.swing_norm[c] < 1.0 else 1.0)
+            self.posture_w[i] = s
+            g[c] = s * (posture_kp * (posture[i] - q[c + 1]) - posture_kd * v[c])
         # H = Jw^T Jw + diag(base, posture weights); g += Jw^T aw
         memset(H, 0, nv * nv * sizeof(double))
         for r in range(m):
@@ -341,7 +362,7 @@ cdef class BalanceKernel:
             H[i * nv + i] += wb2
         for i in range(n):
             c = self.cols[i]
-            H[c * nv + c] += wp2
+            H[c * nv + c] += self.posture_w[i]
         for j in range(nv):
             for k in range(j + 1, nv):
                 H[k * nv + j] = H[j * nv + k]

@@ -81,6 +81,19 @@ class Gains:
     """PD gains of the tasks, in acceleration units (1/s^2 and 1/s), and task weights.
 
     Defaults: the base and swing feet critically damped (``kd = 2 sqrt(kp)``).
+
+    ``swing_posture``: the posture row of a joint in a swing leg (one that moves a swing foot
+    and no stance foot) weighs ``w_posture * min(1, |J_c|)``, ``|J_c|`` [m/rad] the norm of
+    the swing foot's Jacobian column: that joint's posture is counted in metres of the foot's
+    travel, the swing task's unit, so the swing wins where they conflict (``w_swing^2 /
+    w_posture^2`` = 400 : 1 at the defaults).  Without it (the seed 003 experiment's
+    weights) a quadruped leg's J ~ 0.08 m/rad gives the swing row ``w_swing^2 J^2`` ~ 0.006
+    in joint space against the posture's 0.0025, and the posture took a third of the swing's
+    acceleration (issue 11).  The posture keeps regularising the leg (``H`` stays positive
+    definite); stance legs and joints shared with a stance chain keep ``w_posture``.
+    For legs the swing foot's point sets (the quadruped's three joints a leg): ``trot``
+    turns it on.  A six-joint humanoid leg needs its posture for the foot's orientation,
+    which the point task leaves free (``walk`` with it on let an ankle roll past its limit).
     """
 
     base_kp: float = 150.0
@@ -96,6 +109,7 @@ class Gains:
     w_base: float = 10.0
     w_swing: float = 1.0
     w_posture: float = 0.05
+    swing_posture: bool = False
 
 
 @dataclass
@@ -281,8 +295,9 @@ class BalanceCore:
         Jp = np.zeros((r.n, nv))
         Jp[np.arange(r.n), 6 + r.idx] = 1.0
         qj, vj = q[7 + r.idx], v[6 + r.idx]
-        rows.append(g.w_posture * Jp)
-        rhs.append(g.w_posture * (g.posture_kp * (tg.posture - qj) - g.posture_kd * vj))
+        w = g.w_posture * posture_scale(r, q, tg.stance, g.swing_posture)
+        rows.append(w[:, None] * Jp)
+        rhs.append(w * (g.posture_kp * (tg.posture - qj) - g.posture_kd * vj))
         A = np.vstack(rows)
         b = np.concatenate(rhs)
         self.qdd[:] = np.linalg.lstsq(A, b, rcond=None)[0]
@@ -451,6 +466,31 @@ def coulomb_fallback(cache: dict, key, robot, contacts, dt: float, plane_args: d
         ws.ground = plane_args["ground"]
     ws.solve_into(q, v, qdd, tau_a, forces)
     return forces
+
+
+def posture_scale(robot: WholeBodyRobot, q, stance, on: bool = True) -> np.ndarray:
+    """Per controller joint (n,): the factor on ``w_posture`` (:attr:`Gains.swing_posture`).
+
+    ``min(1, |J_c|)`` for a joint that moves a swing foot's point (``|J_c|`` [m/rad], the
+    largest over the swing feet) and no stance foot's; 1 elsewhere, and everywhere when not
+    ``on``.  Kinematics at ``q`` must be current.
+    """
+    cols = 6 + np.asarray(robot.idx)
+    out = np.ones(len(cols))
+    if not on:
+        return out
+    swing = np.zeros(robot.model.nv)
+    touched = np.zeros(robot.model.nv, dtype=bool)
+    for i, foot in enumerate(robot.feet):
+        if stance[i]:
+            for p in foot.points:
+                touched |= np.any(robot.point_jacobian(q, foot.body, p, foot.radius) != 0.0, axis=0)
+        else:
+            J = robot.point_jacobian(q, foot.body, foot.center, foot.radius)
+            swing = np.maximum(swing, (J * J).sum(axis=0))
+    leg = (swing[cols] > 0.0) & ~touched[cols]
+    out[leg] = np.sqrt(np.minimum(1.0, swing[cols][leg]))
+    return out
 
 
 def _plane_args(ground) -> dict:

@@ -19,6 +19,28 @@ from scipy.linalg.lapack import dposv as _dposv
 from servoloop.controller.wholebody.balance import Targets
 from servoloop.controller.wholebody.robot import quat_to_matrix, rotation_log
 
+
+def posture_scale(robot, q, stance, on=True):
+    """The factor on ``w_posture`` per controller joint (``Gains.swing_posture``): in a swing
+    leg (moves a swing foot, no stance foot) ``min(1, |J_c|)``, else 1."""
+    cols = 6 + np.asarray(robot.idx)
+    out = np.ones(len(cols))
+    if not on:
+        return out
+    swing = np.zeros(robot.model.nv)
+    touched = np.zeros(robot.model.nv, dtype=bool)
+    for i, foot in enumerate(robot.feet):
+        if stance[i]:
+            for p in foot.points:
+                touched |= np.any(robot.point_jacobian(q, foot.body, p, foot.radius) != 0.0, axis=0)
+        else:
+            J = robot.point_jacobian(q, foot.body, foot.center, foot.radius)
+            swing = np.maximum(swing, np.einsum("rc,rc->c", J, J))
+    for k, c in enumerate(cols):
+        if swing[c] > 0.0 and not touched[c]:
+            out[k] = math.sqrt(min(1.0, swing[c]))
+    return out
+
 __all__ = ["ReferenceBalanceCore"]
 
 
@@ -118,7 +140,6 @@ class ReferenceBalanceCore:
         rhs[3:6] = R.T @ a_ang_w
         rhs[:6] *= wb2
         cols = self._pose_cols
-        rhs[cols] = wp2 * (g.posture_kp * (tg.posture - q[self._q_cols]) - g.posture_kd * v[cols])
         Jw, aw, Js = self._J, self._a, self._Js
         m = ms = 0
         for i, foot in enumerate(r.feet):
@@ -139,9 +160,13 @@ class ReferenceBalanceCore:
                 aw[m:m + 3] = g.w_swing * a
                 m += 3
         self._Js_for = (q, ms, tg.stance.tobytes())
+        # posture weights: w_posture^2, in a swing leg times min(1, |J_c|^2) (Gains.swing_posture)
+        wp = wp2 * posture_scale(r, q, tg.stance, g.swing_posture) ** 2
+        rhs[cols] = wp * (g.posture_kp * (tg.posture - q[self._q_cols]) - g.posture_kd * v[cols])
         Jm = Jw[:m]
         np.matmul(Jm.T, Jm, out=H)
         H += self._H0
+        H[cols, cols] += wp - wp2
         rhs += Jm.T @ aw[:m]
         _, x, info = _dposv(H, rhs)         # Cholesky (LAPACK): H is symmetric positive definite
         if info != 0:
@@ -175,8 +200,9 @@ class ReferenceBalanceCore:
         Jp = np.zeros((r.n, nv))
         Jp[np.arange(r.n), 6 + r.idx] = 1.0
         qj, vj = q[7 + r.idx], v[6 + r.idx]
-        rows.append(g.w_posture * Jp)
-        rhs.append(g.w_posture * (g.posture_kp * (tg.posture - qj) - g.posture_kd * vj))
+        w = g.w_posture * posture_scale(r, q, tg.stance, g.swing_posture)
+        rows.append(w[:, None] * Jp)
+        rhs.append(w * (g.posture_kp * (tg.posture - qj) - g.posture_kd * vj))
         A = np.vstack(rows)
         b = np.concatenate(rhs)
         self.qdd[:] = np.linalg.lstsq(A, b, rcond=None)[0]

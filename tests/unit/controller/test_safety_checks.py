@@ -1,5 +1,6 @@
 """Safety: the comm-fault ladder, the goal slew limit, clamping, measured limits."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -105,6 +106,83 @@ def test_slew_acceleration_limit_ramps_speed_and_stops_at_target():
     d = np.diff(np.r_[0.0, steps])
     assert np.abs(steps).max() <= 4e-3 + 1e-12 and np.abs(d).max() <= 100.0 * 1e-6 + 1e-12
     assert out[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def _torque_slew(max_acceleration=None):
+    """Joint 0 takes torque-carrying goals (window 0.2 rad about the measured position), joint 1
+    not; both 4 rad/s."""
+    s = SlewLimiter(np.array([4.0, 4.0]), max_acceleration, 1e-3)
+    s.set_torque_goals(np.array([True, False]), np.array([0.2, 0.2]))
+    s.reset(np.zeros(2))
+    return s
+
+
+def test_a_torque_goal_within_its_offset_bound_passes_however_fast_it_moves():
+    # issue 11: a swing joint's goal q + tau / k_p swings with the torque at 8-13 rad/s; the
+    # speed limit clipped the torque.  Within 0.2 rad of the measured position it passes
+    s = _torque_slew()
+    out = np.zeros(2)
+    q = 0.0
+    for k in range(200):
+        q += 3e-3                                     # the joint turns at 3 rad/s
+        offset = 0.15 * math.sin(2 * math.pi * k / 40)    # torque swinging at 25 Hz
+        goal = np.array([q + offset, q + offset])
+        s.limit(goal, out, np.array([q, q]))
+        assert out[0] == goal[0]                       # the torque delivered, all of it
+        assert abs(out[1] - s.last[1]) <= 4e-3 + 1e-12  # the unmarked joint: the ramp
+    assert s.last[0] == out[0]
+
+
+def test_a_torque_goal_far_from_the_joint_is_bounded_then_ramps():
+    # a base goal 1.4 rad of joint away: at most the offset bound (stall torque) and one ramp
+    # step from the measured position, however long the joint stays behind
+    s = _torque_slew()
+    out = np.zeros(2)
+    present = np.zeros(2)
+    s.limit(np.array([1.4, 1.4]), out, present)
+    assert out[0] == pytest.approx(0.2) and out[1] == pytest.approx(4e-3)
+    for _ in range(50):                                # the joint stuck at 0
+        s.limit(np.array([1.4, 1.4]), out, present)
+        assert out[0] <= 0.2 + 4e-3 + 1e-12           # the goal does not run away from it
+    assert out[1] == pytest.approx(51 * 4e-3)          # (the unmarked joint's ramp does)
+    q = 0.0
+    for _ in range(100):                               # the joint follows at 3 rad/s
+        q += 3e-3
+        s.limit(np.array([1.4, 1.4]), out, np.array([q, 0.0]))
+        assert 0.2 - 1e-12 <= out[0] - q <= 0.2 + 4e-3 + 1e-12     # riding b ahead of it
+    # within the bound of a joint that has followed: the asked goal again
+    s.limit(np.array([q + 0.1, 0.0]), out, np.array([q, 0.0]))
+    assert out[0] == pytest.approx(q + 0.1)
+
+
+def test_a_torque_goal_after_a_reboot_or_a_failed_read_keeps_to_the_ramp():
+    s = _torque_slew()
+    out = np.zeros(2)
+    s.reset_joint(0, 0.5)                              # rebooted: holds 0.5 rad
+    s.limit(np.array([-1.0, 0.0]), out, np.array([0.5, 0.0]))
+    assert out[0] == pytest.approx(0.3)                # 0.2 rad (stall torque) from it
+    s.limit(np.array([-1.0, 0.0]), out, np.array([np.nan, 0.0]))   # no reading: the ramp
+    assert out[0] == pytest.approx(0.3 - 4e-3)
+    s.held[0] = True                                   # a disabled servo holds its goal
+    s.limit(np.array([0.0, 0.0]), out, np.array([0.0, 0.0]))
+    assert out[0] == pytest.approx(0.3 - 4e-3)
+
+
+def test_unmarked_joints_and_no_measured_position_keep_the_ramp_bit_for_bit():
+    plain, marked = SlewLimiter(np.array([4.0, 3.0]), 50.0, 1e-3), _torque_slew(50.0)
+    marked.max_velocity[:] = plain.max_velocity
+    marked.max_step[:] = plain.max_step
+    plain.reset(np.zeros(2))
+    a, b = np.zeros(2), np.zeros(2)
+    rng = np.random.default_rng(3)
+    for k in range(300):
+        goal = rng.normal(0.0, 1.0, 2)
+        plain.limit(goal, a)
+        # joint 1 unmarked; joint 0 marked but given no measured position (not running)
+        marked.limit(goal, b, None if k % 2 else np.array([np.nan, 0.3]))
+        assert a[1] == b[1]
+    with pytest.raises(ValueError, match="max_offset"):
+        marked.set_torque_goals(np.array([True, False]), np.array([-1.0, 0.0]))
 
 
 def test_safety_stage_nan_goal_holds_the_written_goal():

@@ -13,6 +13,7 @@ import pytest
 
 from servoloop.controller.config import builtin_config
 from servoloop.controller.controllers import ControllerContext, make_controller
+from servoloop.controller.controllers.trot import MIN_STEP_HEIGHT, SPEED_MARGIN, default_step_height
 from servoloop.controller.wholebody.gait import TrotGait, swing_height, touchdown_phase
 from servoloop.controller.wholebody.trot_planner import swing_joint_speed
 
@@ -71,14 +72,57 @@ def test_walking_forward_adds_the_stride_to_the_demand():
 
 
 def test_trot_status_reports_the_demand_against_the_servos_no_load_speed():
-    s = _trot(speed_mps=0.1).status()
+    s = _trot(speed_mps=0.1, step_height=0.015).status()
     # seed 003's gait asks more than twice what the XM430-W350 does at 12 V (4.82 rad/s)
     assert s["servo_no_load_speed_rad_s"] == pytest.approx(46.0 * 2 * math.pi / 60, rel=1e-6)
     assert s["swing_joint_speed_rad_s"] > 2.0 * s["servo_no_load_speed_rad_s"]
+    assert s["step_height_m"] == 0.015 and not s["step_height_default"]     # the user's step kept
     # a lower, slower step is within it (its 6 cm stride in 0.15 s now asks the most)
-    trot = _trot(speed_mps=0.1)
+    trot = _trot(speed_mps=0.1, step_height=0.015)
     assert len(trot.warnings) == 1 and "step_height" in trot.warnings[0]     # said in the summary
     gentle_trot = _trot(speed_mps=0.1, step_height=0.004, period=0.6)
     gentle = gentle_trot.status()
     assert gentle["swing_joint_speed_rad_s"] < gentle["servo_no_load_speed_rad_s"]
     assert gentle_trot.warnings == []
+
+
+@pytest.mark.parametrize("speed", [0.0, 0.05, 0.1])
+def test_the_default_step_is_the_highest_the_servos_can_swing_with_margin(speed):
+    # issue 11: without a step_height the trot asks at most SPEED_MARGIN of the no-load speed
+    trot = _trot(speed_mps=speed)
+    s = trot.status()
+    assert s["step_height_default"] and trot.warnings == []
+    limit = SPEED_MARGIN * s["servo_no_load_speed_rad_s"]
+    assert MIN_STEP_HEIGHT <= s["step_height_m"] < 0.015
+    assert s["swing_joint_speed_rad_s"] <= limit
+    # and it is the highest such step: 5 % higher asks more than the margin
+    assert trot._demand_at(1.05 * s["step_height_m"]) > limit
+    assert trot.planner is None and trot._gait().step_height == s["step_height_m"]
+
+
+def test_a_stride_the_servos_cannot_swing_gets_the_lowest_step_and_the_warning():
+    trot = _trot(speed_mps=0.4)         # the stride alone asks ~12 rad/s
+    assert trot.status()["step_height_m"] == MIN_STEP_HEIGHT
+    assert len(trot.warnings) == 1 and "speed_mps" in trot.warnings[0]
+
+
+def test_default_step_height_solves_the_demand_for_the_target():
+    calls = []
+
+    def demand(h):                     # a stride part and a lift part, as the swing's
+        calls.append(h)
+        return 2.0 + 500.0 * h + 4000.0 * h * h
+
+    h = default_step_height(demand, 5.0)
+    assert demand(h) <= 5.0 and demand(h) > 5.0 * 0.97 and len(calls) <= 10
+    assert default_step_height(demand, 100.0) == 0.015          # seed 003's step fits
+    assert default_step_height(demand, 1.0) == MIN_STEP_HEIGHT  # nothing fits
+    assert default_step_height(lambda h: math.nan, 1.0) == 0.015  # no figures: no opinion
+
+
+def test_trot_marks_its_goals_torque_carrying_and_wbc_keeps_the_ramp():
+    ctx = ControllerContext.from_config(builtin_config("quadruped"))
+    assert _trot().torque_goals.all() and _trot().torque_goals.shape == (ctx.n,)
+    assert make_controller("wbc", ctx, {}).torque_goals is None
+    # impedance goals ride on the posture, which may jump: the ramp
+    assert not _trot(position_servo="impedance").torque_goals.any()
