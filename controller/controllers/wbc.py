@@ -126,6 +126,10 @@ class WbcController(Controller):
         # the lcp_coulomb answer's sticking forces shared among the stance feet (balance.py
         # step 4; NumPy, ~100 us a tick): a stand does not need it, a trot on a grippy floor does
         self.core.coulomb_split = self.core.coulomb_split and bool(self.params.get("load_split", self.LOAD_SPLIT))
+        # each foot's sole, from the standing posture (a level sole): the stance plane's height
+        q_stand = self.robot.model.neutral().copy()
+        q_stand[7 + self.robot.idx] = self._default_posture()
+        self.core.set_soles(q_stand)
         self._max_failed = max(1, round(MAX_FAILED_S / ctx.dt))
         self.source = BaseSource(self.robot, ctx.dt)
         self.posture = np.clip(np.zeros(ctx.n), ctx.lower, ctx.upper)

@@ -111,6 +111,9 @@ cdef class BalanceKernel:
     cdef DataC* d
     cdef readonly int nv, nq, nf, n
     cdef readonly int ms, rows
+    #: (p,) 1 where a point is on its foot's sole (:meth:`set_sole`): the stance plane passes
+    #: through the stance feet's highest sole point (all 0: each foot's lowest point)
+    cdef unsigned char[::1] sole
     cdef int[::1] foot_body, foot_first, foot_count, cols
     cdef double[:, ::1] points, centers, H, Jw, Js, L, G, jac
     cdef double[::1] radii, g, aw, qdd, vp, qbuf, vbuf, Jv, swing_norm, posture_w
@@ -153,6 +156,7 @@ cdef class BalanceKernel:
         self.stance_col = np.zeros(self.nv, dtype=np.uint8)
         self.posture_w = np.zeros(max(self.n, 1))
         self.ms = 0
+        self.sole = np.zeros(self.points.shape[0], dtype=np.uint8)
 
     # ------------------------------------------------------------------ C helpers
     cdef void _point_row(self, int body, const double* p, double radius, double* out) noexcept nogil:
@@ -369,13 +373,21 @@ cdef class BalanceKernel:
         dposv(&uplo, &nv, &one, &self.L[0, 0], &nv, &self.qdd[0], &nv, &info)
         return info
 
+    def set_sole(self, mask) -> None:
+        """(p,) bool: the points on their foot's sole (the stance plane's height)."""
+        m = np.ascontiguousarray(mask, dtype=np.uint8)
+        if m.shape[0] != self.points.shape[0]:
+            raise ValueError(f"BalanceKernel.set_sole: expected ({self.points.shape[0]},) points")
+        self.sole = m.copy()
+
     # ------------------------------------------------------------------ step 3's inputs
     def stance_velocity(self, const double[:] q, const double[:] v,
                         const unsigned char[::1] stance, bint reuse_rows):
         """The stance plane's height and the velocity that keeps the stance feet still.
 
-        Returns ``(top, status)``: ``top`` [m] the lowest point of the highest stance foot
-        (the ground plane for the contact ID); ``status`` 0 when ``vp`` (nv,) holds
+        Returns ``(top, status)``: ``top`` [m] the highest sole point of the stance feet
+        (:meth:`set_sole`; a foot without one: its lowest point), the ground plane for the
+        contact ID; ``status`` 0 when ``vp`` (nv,) holds
         ``v - J^+ J v`` (``J`` the stance points' rows, reused from :meth:`accelerations`
         when ``reuse_rows``), 1 when the rows are dependent and the caller must project
         through a least squares (``Js[:ms]`` holds them).
@@ -399,7 +411,7 @@ cdef class BalanceKernel:
                               double* top_out) noexcept nogil:
         cdef int nv = self.nv, nf = self.nf, i, j, r, k, ms, info = 0, one = 1
         cdef char uplo = b'U'
-        cdef double z, low, top = -1e300, xx, vv, s
+        cdef double z, low, high, top = -1e300, xx, vv, s
         cdef bint any_foot = False
         cdef double* v = &self.vbuf[0]
         cdef double* Js = &self.Js[0, 0]
@@ -414,7 +426,14 @@ cdef class BalanceKernel:
                     z = self._world_z(self.foot_body[i], &self.points[j, 0])
                     if z < low or j == self.foot_first[i]:
                         low = z
-                low = low - self.radii[i]
+                # the highest point of its sole
+                high = low
+                for j in range(self.foot_first[i], self.foot_first[i] + self.foot_count[i]):
+                    if self.sole[j]:
+                        z = self._world_z(self.foot_body[i], &self.points[j, 0])
+                        if z > high:
+                            high = z
+                low = high - self.radii[i]
                 if not any_foot or low > top:
                     top = low
                 any_foot = True

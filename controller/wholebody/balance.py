@@ -62,6 +62,19 @@ __all__ = ["Gains", "Targets", "BalanceCore", "ID_VARIANTS"]
 #: controller variant name -> (inverse-dynamics variant, friction used in the model)
 ID_VARIANTS = ("lcp_coulomb", "qp", "lcp_noslip")
 
+#: [m] at the standing posture (:meth:`BalanceCore.set_soles`) a foot's points within this of
+#: its lowest are its sole, and the stance plane passes through the stance feet's highest sole
+#: point (their lower ones penetrate it: closed contacts, no Baumgarte term).  Through each
+#: foot's lowest point only (before, issue 11), a flat foot tilted by a millimetre over its
+#: length (compliant ground, the estimate's tilt error) stood on one corner in the ID: the
+#: ROBOTIS OP3's 12 cm soles, toes 0.2-1.8 mm above their heels, had one heel corner loaded
+#: per tick, the ID predicted the robot pitching forward at 5 rad/s^2 with zero velocity and
+#: zero desired acceleration, and its torques pushed the CoM forward while the base task asked
+#: backward: it fell 0.7 s into every run.  Marked once at the posture, where a sole is level,
+#: so a sole box's top corners (3 mm above on the built-in humanoid) stay out; a point foot is
+#: its point (unchanged).
+SOLE_TOL = 1e-3
+
 
 @dataclass
 class Gains:
@@ -209,6 +222,9 @@ class BalanceCore:
             robot.model, robot.data, [f.body for f in feet], np.cumsum([0] + counts[:-1]), counts,
             np.vstack([f.points for f in feet]), [f.center for f in feet], [f.radius for f in feet],
             self._pose_cols, self._H, self._g, self._J, self._a, self._Js, self.qdd, self._vp)
+        #: (p,) bool, the feet's points on their sole (:meth:`set_soles`; none: each stance
+        #: foot's lowest point makes the stance plane)
+        self.sole = np.zeros(sum(counts), dtype=bool)
         # step 4, compiled: its workspace sized for every foot's points in stance
         self._splitter = ForceSplitKernel(max(sum(counts), 1), nv, counts, SPLIT_OPEN_N,
                                           STICK_MARGIN)
@@ -218,6 +234,20 @@ class BalanceCore:
         # the controller joints' torques in the ID's (model order): a slice when in that order
         # (np.take(out=) buffers its output: 5 us a tick)
         self._tau_from = slice(0, robot.n) if isinstance(robot.v_joints, slice) else robot.idx
+
+    def set_soles(self, q, tol: float = SOLE_TOL) -> np.ndarray:
+        """Mark each foot's sole: its points within ``tol`` [m] of its lowest at ``q`` (nq,), a
+        standing configuration (feet flat).  The stance plane then passes through the stance
+        feet's highest sole point (see :data:`SOLE_TOL`).  Returns :attr:`sole` (p,) bool."""
+        r = self.robot
+        r.kinematics(q)
+        marks = []
+        for f in r.feet:
+            z = np.array([r.point_world(f.body, p)[2] for p in f.points])
+            marks.append(z <= z.min() + tol)
+        self.sole[:] = np.concatenate(marks)
+        self._kernel.set_sole(self.sole)
+        return self.sole
 
     # -- step 1-2: accelerations ------------------------------------------
     def accelerations(self, q, v, tg: Targets) -> np.ndarray:
@@ -301,10 +331,10 @@ class BalanceCore:
             # the stance rows accelerations() made this tick, at the same q and stance
             reuse = q_js is q and ms > 0 and st_js == key
             self._Js_for = (None, 0, b"")
-            # the plane through the highest stance foot's lowest point, and the nearest
-            # velocity that keeps the stance feet still: a foot sinking into soft ground,
-            # legs splaying or an estimate's velocity error must not read as an impact the
-            # contacts stop within one tick
+            # the plane through the highest sole point of the stance feet (set_soles), and
+            # the nearest velocity that keeps the stance feet still: a foot sinking into soft
+            # ground, legs splaying or an estimate's velocity error must not read as an impact
+            # the contacts stop within one tick
             top, status = self._kernel.stance_velocity(q, v, st.view(np.uint8), reuse)
             if status:      # dependent rows (several points of one flat foot): SVD
                 J = self._Js[:self._kernel.ms]
@@ -404,6 +434,7 @@ class BalanceCore:
         return self.torques(q, v, qdd, tg.stance)
 
 
+
 #: a Coulomb contact sticks while its tangential force is under this fraction of ``mu f_n``
 STICK_MARGIN = 1.0 - 1e-6
 #: [N] a Coulomb contact's normal force at or under which it counts as unloaded (shared)
@@ -465,9 +496,9 @@ def posture_scale(robot: WholeBodyRobot, q, stance, on: bool = True) -> np.ndarr
 def _plane_args(ground) -> dict:
     """The contact ID's plane arguments: the stance plane (``ground``) or the world's (None).
 
-    On the stance plane the Baumgarte term is off, and the margin is 1 mm: a stance foot's
-    lowest point is on the plane; points of a foot higher than that (a box's top corners, a
-    tilted sole's heel) take no force.
+    On the stance plane the Baumgarte term is off, and the margin is 1 mm: the stance feet's
+    soles are on the plane (or through it: closed); points of a foot higher than that (a
+    box's top corners, the heel of a foot rolled onto its toes) take no force.
     """
     if ground is None:
         return {}

@@ -70,6 +70,8 @@ class ReferenceBalanceCore:
 
         self.robot = robot
         self.dt = float(dt)
+        #: (p,) bool, the feet's sole points (the stance plane; the test copies the core's)
+        self.sole = np.zeros(sum(len(f.points) for f in robot.feet), dtype=bool)
         self.variant = variant
         self.mu = float(mu)
         self.gains = gains
@@ -228,11 +230,18 @@ class ReferenceBalanceCore:
             from servoloop.core_cy.sim.model import Ground
 
             r.kinematics(q)
-            # each stance foot's lowest point; the plane through the highest of those
-            top = max(min(r.point_world(f.body, p)[2] for p in f.points) - f.radius
-                      for f, on in zip(r.feet, stance, strict=True) if on)
-            # margin 1 mm: a stance foot's lowest point is on the plane; points of a foot
-            # higher than that (a box's top corners, a tilted sole's heel) take no force
+            # the plane through the highest sole point of the stance feet (``sole``, the
+            # compiled core's set_soles; a foot without one: its lowest point)
+            top, k = -np.inf, 0
+            for f, on in zip(r.feet, stance, strict=True):
+                zs = [r.point_world(f.body, p)[2] for p in f.points]
+                if on:
+                    high = max([min(zs)] + [z for z, s in zip(zs, self.sole[k:k + len(zs)],
+                                                              strict=True) if s])
+                    top = max(top, high - f.radius)
+                k += len(zs)
+            # margin 1 mm: the soles are on (or through) the plane; points of a foot higher
+            # than that (a box's top corners, a rolled foot's heel) take no force
             extra = {"ground": Ground(point=(0.0, 0.0, float(top))), "baumgarte": 0.0,
                      "margin": 1e-3}
             # the nearest velocity that keeps the stance feet still: a foot sinking into

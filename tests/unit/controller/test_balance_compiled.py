@@ -39,6 +39,7 @@ class Twin:
                                r.armature[r.idx])
         self.ref = ReferenceBalanceCore(robot, core.dt, core.variant, core.mu, core.gains, core.plane)
         self.ref.coulomb_split = core.coulomb_split     # the controller's load_split
+        self.ref.sole[:] = core.sole                     # its feet's soles (set_soles)
         self.core = core
         self.step = core.step
         self.ticks = self.swing_ticks = self.lifting_weights = 0
