@@ -4,10 +4,11 @@ The base reference moves at the desired velocity (forward, in the heading
 it had at the start) at the standing height, level; stance feet stay put
 (the balance core holds them still), swing feet follow
 :meth:`TrotGait.swing_reference` from lift-off to a touchdown point ahead
-of the hip.  The speed is slewed (``accel`` m/s^2) so a new ``speed_mps``
-from the command socket does not jerk the base, and the base reference is
-kept within ``max_lead`` of the measured base so a slip cannot make it run
-away.
+of the hip, landing at the height the foot lifted off from
+(:attr:`TrotPlanner.ground_z`).  The speed is slewed (``accel`` m/s^2) so a
+new ``speed_mps`` from the command socket does not jerk the base, and the
+base reference is kept within ``max_lead`` of the measured base so a slip
+cannot make it run away.
 """
 
 from __future__ import annotations
@@ -59,7 +60,16 @@ class TrotPlanner:
             self.targets.base_position[2] = height
         robot.kinematics(q0)
         feet = np.array([robot.foot_position(f) for f in robot.feet])
-        self.ground_z = float(feet[:, 2].mean())
+        #: [m] or None: the height every swing starts and lands at; None (the default): each
+        #: foot's own lift-off height.  Why not the standing feet's mean (before issue 11's
+        #: landing fix): on soft ground a diagonal pair stands ~2.5 mm lower than the other,
+        #: so half the feet ended their swing above the ground, hovered in stance and dropped
+        #: ~0.1 s later at 0.3 m/s when the load shifted.  A foot's lift-off point is measured
+        #: with the foot already unloaded (the force split's lift-off weights), so it is the
+        #: best guess of where that foot meets the ground again; the stance feet carry the
+        #: whole weight and stand deeper.  Seed 003 sets 0.0: its surface, known from the
+        #: simulator.
+        self.ground_z: float | None = None
         # foot offsets from the base in the heading frame (where each foot stands)
         self.offset = (feet - q0[:3]) @ Rz
         self.offset[:, 2] = 0.0
@@ -108,7 +118,6 @@ def swing_joint_speed(robot: WholeBodyRobot, q0, gait: TrotGait, speed: float = 
     h = np.array([R0[0, 0], R0[1, 0], 0.0])
     h /= np.linalg.norm(h)
     T = gait.swing_time
-    ground_z = float(feet[:, 2].mean())
     out = np.zeros(len(robot.feet))
     base0 = q[:3].copy()
     for i, f in enumerate(robot.feet):
@@ -119,7 +128,8 @@ def swing_joint_speed(robot: WholeBodyRobot, q0, gait: TrotGait, speed: float = 
         start = feet[i] - h * speed * gait.stance_time / 2.0
         target = feet[i] + h * speed * (T + gait.stance_time / 2.0)
         for u in np.linspace(0.0, 1.0, samples, endpoint=False):
-            p, v, _ = gait.swing_reference(float(u), start.copy(), target, ground_z)
+            # lands where it lifted off, as the planner's default (TrotPlanner.ground_z)
+            p, v, _ = gait.swing_reference(float(u), start.copy(), target, start[2])
             shift = h * speed * u * T                # the base has moved on
             for _ in range(3):                       # Newton, from the last sample's angles
                 qi[:3] = base0 + shift
