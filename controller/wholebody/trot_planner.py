@@ -61,14 +61,14 @@ class TrotPlanner:
         robot.kinematics(q0)
         feet = np.array([robot.foot_position(f) for f in robot.feet])
         #: [m] or None: the height every swing starts and lands at; None (the default): each
-        #: foot's own lift-off height.  Why not the standing feet's mean (before issue 11's
-        #: landing fix): on soft ground a diagonal pair stands ~2.5 mm lower than the other,
-        #: so half the feet ended their swing above the ground, hovered in stance and dropped
-        #: ~0.1 s later at 0.3 m/s when the load shifted.  A foot's lift-off point is measured
-        #: with the foot already unloaded (the force split's lift-off weights), so it is the
-        #: best guess of where that foot meets the ground again; the stance feet carry the
-        #: whole weight and stand deeper.  Seed 003 sets 0.0: its surface, known from the
-        #: simulator.
+        #: foot's own lift-off height (issue 11; before, the standing feet's mean at the
+        #: start).  A foot's lift-off point is where that foot stood on the ground, measured
+        #: after the force split unloaded it: the best guess of where it meets the ground
+        #: again, as ground and load under each foot differ (compliant ground, a slope, a
+        #: base estimate that drifts); the stance feet, carrying the whole weight, stand
+        #: deeper.  The spline also starts where the foot is (before: a step of up to the
+        #: feet's spread in height at lift-off).  Seed 003 sets 0.0: its surface, known
+        #: from the simulator.
         self.ground_z: float | None = None
         # foot offsets from the base in the heading frame (where each foot stands)
         self.offset = (feet - q0[:3]) @ Rz
