@@ -93,7 +93,6 @@ def swings():
                         float(np.abs(vz[land - 5:land + 6, i]).max()),
                         ref[land - 1, i] - zc[a, i], zc[land, i] - ref[land - 1, i]))
     status["summary_warnings"] = summary["warnings"]
-    status["tick_s"] = 1.0 / cfg.loop.rate_hz
     return np.array(out), status
 
 
@@ -118,19 +117,8 @@ def test_swing_feet_follow_the_step_height_and_land_softly(swings):
     # at the planned touchdown every foot comes down on the gait's slow final descent
     assert s[:, 3].max() < LAND_SPEED, s[:, 3]
     # and most reach their lift-off height on it (before: a median 0.26 m/s); the rest are
-    # feet that landed above it and came down later, when the stance legs' load shifted
-    # (BENCHMARKS.md: the swing lands at the mean ground height, a diagonal stands lower)
+    # front feet that stall ~2.3 mm above their reference at the swing's end (s[:, 5]) and
+    # come down later, when the stance legs' load shifts (BENCHMARKS.md, daemon trot: the
+    # landing; the planned touchdown height is not the cause)
     assert np.median(s[:, 2]) < LAND_SPEED, s[:, 2]
 
-
-def test_swings_are_planned_to_land_where_they_lifted_off(swings):
-    s, status = swings
-    # the planner lands each swing at its own lift-off height (TrotPlanner.ground_z None):
-    # its last tick is on the slow final descent, LAND_DEPTH * (1 - u) / LAND_FRACTION above
-    # it at u = 1 - 1 ms / swing time (67 um); before, every swing aimed at the standing feet's
-    # mean height, which the controller's lift-off points scatter +-0.3 mm about
-    swing_time = 0.25 * 0.3
-    last = LAND_DEPTH * (status["tick_s"] / swing_time) / LAND_FRACTION
-    assert np.allclose(s[:, 4], last, rtol=0.0, atol=1e-6), s[:, 4]
-    # (s[:, 5], not bounded here: what is left of the late landings is the swing's tracking,
-    # the front feet stall ~2.3 mm above their planned touchdown: BENCHMARKS.md, daemon trot)

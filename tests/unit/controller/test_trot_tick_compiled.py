@@ -52,13 +52,14 @@ def _perturbed(q0, rng, lead: float):
     return q
 
 
-@pytest.mark.parametrize("ground_z", [None, -0.002])
+@pytest.mark.parametrize("ground_z", ["default", None])
 def test_tick_matches_the_numpy_planner_on_perturbed_states(ground_z):
-    # None: each swing lands at its foot's lift-off height; a float: every swing at that one
-    # (seed 003's known surface)
+    # default: every swing lands at the standing feet's mean height; None: each at its foot's
+    # lift-off height
     ctrl, r, q0 = _standing()
     new, ref = _pair(r, q0, ctrl.posture)
-    new.ground_z = ref.ground_z = ground_z
+    if ground_z is None:
+        new.ground_z = ref.ground_z = None
     rng = np.random.default_rng(11)
     dt = 1e-3
     weights = np.zeros(len(r.feet))
@@ -105,8 +106,7 @@ def test_tick_follows_a_replaced_targets_array():
     new.targets.swing_position = fresh
     new.update(0.01, q0, None)               # 10 ms into the first swing of two feet
     assert (~new.targets.stance).sum() == 2
-    swinging = ~new.targets.stance
-    assert np.all(fresh[swinging, 2] > new.liftoff[swinging, 2])
+    assert np.all(fresh[~new.targets.stance, 2] > new.ground_z)
 
 
 def test_tick_refuses_wrong_buffers_naming_them():
@@ -139,12 +139,13 @@ def _swing_ends(new, q, t0: float, dt: float = 1e-3):
     return first, last, new.liftoff.copy()
 
 
-def test_each_swing_lands_at_its_own_lift_off_height():
-    # issue 11: a diagonal pair standing 2.5 mm lower than the other (soft ground under an
-    # uneven load); the swings used to start and land at the standing feet's mean height,
-    # so the lower pair was planned to land 1.25 mm up (and the higher one 1.25 mm down)
+def test_ground_z_none_lands_each_swing_at_its_own_lift_off_height():
+    # a diagonal pair standing 2.5 mm lower than the other (ground under it softer, say);
+    # at the default (the standing feet's mean height) the lower pair would be planned to
+    # land 1.25 mm up and the higher one 1.25 mm down
     ctrl, r, q0 = _standing()
     new = TrotPlanner(r, q0, ctrl.posture, TrotGait(), height=0.24, stand_time=0.0)
+    new.ground_z = None
     r.kinematics(q0)
     feet = np.array([r.foot_position(f) for f in r.feet])
     # lower a diagonal: the base's roll and pitch stay, the feet of pair 0.25 drop 2.5 mm
@@ -162,16 +163,24 @@ def test_each_swing_lands_at_its_own_lift_off_height():
     assert np.all((above > 0.0) & (above < 1e-4)), above
 
 
-def test_a_set_ground_height_is_where_every_swing_lands():
-    # seed 003 plans touchdowns at the terrain's surface it knows (SURFACE_TOUCHDOWN)
+@pytest.mark.parametrize("ground_z", [None, 0.001])
+def test_a_set_ground_height_is_where_every_swing_lands(ground_z):
+    # the default (None here: keep the standing feet's mean at the start) and seed 003's
+    # surface (SURFACE_TOUCHDOWN sets 0.0); the feet's own heights do not move it
     ctrl, r, q0 = _standing()
     new = TrotPlanner(r, q0, ctrl.posture, TrotGait(), height=0.24, stand_time=0.0)
+    r.kinematics(q0)
+    mean = float(np.mean([r.foot_position(f)[2] for f in r.feet]))
+    assert new.ground_z == pytest.approx(mean, abs=1e-15)
+    if ground_z is not None:
+        new.ground_z = ground_z
+    gz = new.ground_z
     q = q0.copy()
     q[2] -= 0.0025
-    new.ground_z = 0.001
     first, last, liftoff = _swing_ends(new, _feet_at(r, q0, q, new.gait.touchdown != 0.25), 0.0)
-    assert np.allclose(first[:, 2], 0.001, rtol=0.0, atol=1e-12)
-    assert np.all((last[:, 2] - 0.001 > 0.0) & (last[:, 2] - 0.001 < 1e-4)), last[:, 2]
+    assert np.ptp(liftoff[:, 2]) > 0.002
+    assert np.allclose(first[:, 2], gz, rtol=0.0, atol=1e-12)
+    assert np.all((last[:, 2] - gz > 0.0) & (last[:, 2] - gz < 1e-4)), last[:, 2] - gz
 
 
 def _feet_at(r, q0, q, keep):
