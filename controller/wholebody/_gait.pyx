@@ -69,7 +69,8 @@ cdef inline void _height(double u, double h, double T, double land_depth, double
 
 
 cdef void _swing(const double[::1] u_all, double period, double duty, double step_height,
-                 double ground_z, double land_depth, double land_fraction, double lift_mix,
+                 bint own_ground, double ground_z, double land_depth, double land_fraction,
+                 double lift_mix,
                  const double[::1] base_position, const double[::1] vel,
                  const double[:, :] base_rotation, const double[:, ::1] offset,
                  const double[:, ::1] liftoff, unsigned char[::1] stance,
@@ -78,7 +79,7 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
     cdef Py_ssize_t i, k, nf = u_all.shape[0]
     cdef double T = (1.0 - duty) * period            # TrotGait.swing_time
     cdef double half_stance = 0.5 * (duty * period)  # 0.5 * TrotGait.stance_time
-    cdef double u, left, s, ds, dds, d
+    cdef double u, left, s, ds, dds, d, gz
     cdef double target[3]
     for i in range(nf):
         u = u_all[i]
@@ -90,7 +91,10 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
             target[k] = ((base_position[k] + vel[k] * left)
                          + (base_rotation[k, 0] * offset[i, 0] + base_rotation[k, 1] * offset[i, 1]
                             + base_rotation[k, 2] * offset[i, 2])) + vel[k] * half_stance
-        target[2] = ground_z
+        # the ground this foot lands on: its own lift-off height (the planner's default), or
+        # one height for every foot (seed 003's known surface)
+        gz = liftoff[i, 2] if own_ground else ground_z
+        target[2] = gz
         # gait.swing_plane: the minimum-jerk quintic (a soft touchdown in the plane too)
         s = u * u * u * (10.0 + u * (-15.0 + u * 6.0))
         ds = 30.0 * u * u * (1.0 - u) * (1.0 - u) / T
@@ -102,7 +106,7 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
             swing_acceleration[i, k] = dds * d
         _height(u, step_height, T, land_depth, land_fraction, lift_mix, &swing_position[i, 2],
                 &swing_velocity[i, 2], &swing_acceleration[i, 2])
-        swing_position[i, 2] += ground_z
+        swing_position[i, 2] += gz
 
 
 cdef void _liftoff_weights(const double[::1] td, const unsigned char[::1] st, double t,
@@ -260,7 +264,7 @@ cdef class TrotKernel:
 
     def tick(self, double t, t_prev, q, double speed, double speed_goal, double accel,
              double max_lead, double stand_time, double period, double duty, double step_height,
-             double ground_z, weights=None, double dt=0.0):
+             ground_z, weights=None, double dt=0.0):
         """One tick of ``TrotPlanner.update`` into the targets; returns the new speed [m/s].
 
         Parameters
@@ -270,7 +274,9 @@ cdef class TrotKernel:
         speed, speed_goal : m/s, the base reference's speed now and the one it slews to
         accel : m/s^2, the slew; max_lead : m, how far the reference may lead the base
         stand_time : s standing (all feet down) before the first step
-        period, duty, step_height, ground_z : the gait [s, -, m] and the ground height [m]
+        period, duty, step_height : the gait [s, -, m]
+        ground_z : float [m] or None; the height every swing starts and lands at, or None:
+            each foot's own lift-off height (``TrotPlanner.ground_z``)
         weights : (feet,) float64 or None; given: the force split's lift-off weights at gait
             time ``t - stand_time`` (``force_split.liftoff_weights``, tick ``dt`` [s]) into it
 
@@ -280,10 +286,12 @@ cdef class TrotKernel:
         stance; a swinging one follows the spline from its lift-off point to a touchdown
         point ahead of its hip: the base reference moved on at :attr:`vel` [m/s] to
         touchdown, plus the foot's offset turned by the base rotation, plus half the stance
-        travel, on the ground ``ground_z``.
+        travel, on the ground: ``ground_z`` or the foot's lift-off height.
         """
         cdef double dtp, step, c, vx, vy, x, y, lx, ly, n, tgait
         cdef bint weigh = weights is not None
+        cdef bint own_ground = ground_z is None
+        cdef double gz = 0.0 if own_ground else <double>ground_z
         cdef Py_ssize_t i, nf = self.touchdown.shape[0]
         if self.m == NULL:
             raise ValueError("TrotKernel.tick: the kernel was made without a robot")
@@ -345,7 +353,7 @@ cdef class TrotKernel:
                     # a foot lifts off: its spline starts where it stands
                     fk_c(self.m, self.d, &self.q_v[0], NULL)
                     self._liftoff_points()
-                _swing(self.u_v, period, duty, step_height, ground_z, self.land_depth,
+                _swing(self.u_v, period, duty, step_height, own_ground, gz, self.land_depth,
                        self.land_fraction, self.lift_mix, self.bp, self.vel_v, self.rot,
                        self.offset, self.liftoff, self.stance, self.prev, self.sp, self.sv,
                        self.sa)

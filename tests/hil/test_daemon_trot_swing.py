@@ -39,11 +39,13 @@ LAND_SPEED = 2.0 * LAND_DEPTH / (LAND_FRACTION * 0.25 * 0.3)
 def swings():
     """Per finished swing after the first 0.5 s of trot: (foot, peak rise [m], speed [m/s]
     where it first comes back to its lift-off height, landing speed [m/s]: the most over
-    +-5 ticks of the planned touchdown); and the controller's status."""
+    +-5 ticks of the planned touchdown, the swing reference's height on its last tick over
+    the lift-off point [m] and the foot's height over that reference at the planned
+    touchdown [m], both as the controller sees them); and the controller's status."""
     cfg = builtin_config("quadruped")
     cfg = replace(cfg, controller=ControllerConfig(name="trot", params={"speed_mps": 0.1}))
     lock = make_lockstep(cfg)
-    z, vz, stance = [], [], []
+    z, vz, stance, zc, ref = [], [], [], [], []
     try:
         sim = lock.virtual.engine.plant.sim
         daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
@@ -52,6 +54,9 @@ def swings():
 
         def recorded(q, v, tg):
             tau = step(q, v, tg)
+            robot.kinematics(q)                  # the controller's own view of its feet
+            zc.append([robot.foot_position(f)[2] for f in robot.feet])
+            ref.append(tg.swing_position[:, 2].copy())
             qs, vs = sim.q.copy(), sim.v.copy()
             robot.kinematics(qs)
             z.append([robot.foot_position(f)[2] for f in robot.feet])
@@ -67,7 +72,7 @@ def swings():
     finally:
         lock.close()
     assert summary["state"] == "done", summary["faults"]
-    z, vz, stance = np.array(z), np.array(vz), np.array(stance)
+    z, vz, stance, zc, ref = (np.array(a) for a in (z, vz, stance, zc, ref))
     out = []
     first = round(0.5 * cfg.loop.rate_hz)            # ticks: past the stand and first steps
     for i in range(z.shape[1]):
@@ -85,7 +90,8 @@ def swings():
                 continue
             land = top + land[0]                 # the planned touchdown (stance again)
             out.append((i, z[top, i] - z0, float(np.abs(vz[max(td - 3, top):td + 1, i]).max()),
-                        float(np.abs(vz[land - 5:land + 6, i]).max())))
+                        float(np.abs(vz[land - 5:land + 6, i]).max()),
+                        ref[land - 1, i] - zc[a, i], zc[land, i] - ref[land - 1, i]))
     status["summary_warnings"] = summary["warnings"]
     return np.array(out), status
 
@@ -111,6 +117,8 @@ def test_swing_feet_follow_the_step_height_and_land_softly(swings):
     # at the planned touchdown every foot comes down on the gait's slow final descent
     assert s[:, 3].max() < LAND_SPEED, s[:, 3]
     # and most reach their lift-off height on it (before: a median 0.26 m/s); the rest are
-    # feet that landed above it and came down later, when the stance legs' load shifted
-    # (BENCHMARKS.md: the swing lands at the mean ground height, a diagonal stands lower)
+    # front feet that stall ~2.3 mm above their reference at the swing's end (s[:, 5]) and
+    # come down later, when the stance legs' load shifts (BENCHMARKS.md, daemon trot: the
+    # landing; the planned touchdown height is not the cause)
     assert np.median(s[:, 2]) < LAND_SPEED, s[:, 2]
+

@@ -1,7 +1,8 @@
 """Test oracle: the trot planner's tick in NumPy, as it ran before :mod:`._gait`.
 
 ``TrotPlanner.update`` up to issue 11 (commit 0b38359), kept to compare the
-compiled references with it (tests/unit/controller/test_balance_compiled.py).
+compiled references with it (tests/unit/controller/test_balance_compiled.py); since
+then each swing lands at its foot's lift-off height (``TrotPlanner.ground_z`` None).
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ class ReferenceTrotPlanner(TrotPlanner):
             left = (1.0 - u) * g.swing_time
             base_td = tg.base_position + vel * left
             target = base_td + tg.base_rotation @ self.offset[i] + vel * (0.5 * g.stance_time)
-            target[2] = self.ground_z
-            p, dp, ddp = g.swing_reference(u, self.liftoff[i], target, self.ground_z)
+            # issue 11: each foot lands at its own lift-off height unless ground_z is set
+            gz = self.liftoff[i, 2] if self.ground_z is None else self.ground_z
+            target[2] = gz
+            p, dp, ddp = g.swing_reference(u, self.liftoff[i], target, gz)
             tg.swing_position[i], tg.swing_velocity[i], tg.swing_acceleration[i] = p, dp, ddp
         self._prev_stance[:] = tg.stance
         return tg

@@ -52,9 +52,14 @@ def _perturbed(q0, rng, lead: float):
     return q
 
 
-def test_tick_matches_the_numpy_planner_on_perturbed_states():
+@pytest.mark.parametrize("ground_z", ["default", None])
+def test_tick_matches_the_numpy_planner_on_perturbed_states(ground_z):
+    # default: every swing lands at the standing feet's mean height; None: each at its foot's
+    # lift-off height
     ctrl, r, q0 = _standing()
     new, ref = _pair(r, q0, ctrl.posture)
+    if ground_z is None:
+        new.ground_z = ref.ground_z = None
     rng = np.random.default_rng(11)
     dt = 1e-3
     weights = np.zeros(len(r.feet))
@@ -115,3 +120,82 @@ def test_tick_refuses_wrong_buffers_naming_them():
     k = TrotKernel(new.gait.touchdown, new.offset, new.liftoff, new._prev_stance, new.targets)
     with pytest.raises(ValueError, match="made without a robot"):
         k.tick(0.5, None, q0, 0.0, 0.0, 0.5, 0.03, 0.3, 0.3, 0.75, 0.015, 0.0)
+
+
+def _swing_ends(new, q, t0: float, dt: float = 1e-3):
+    """Per foot, the swing reference at its lift-off tick and on its last swing tick
+    (feet, 3) each, and the lift-off points, over one gait cycle from ``t0`` [s] at the
+    fixed state ``q``."""
+    nf = len(new.robot.feet)
+    first, last = np.full((nf, 3), np.nan), np.full((nf, 3), np.nan)
+    prev = new.targets.stance.copy()
+    for k in range(int(round(new.gait.period / dt)) + 2):
+        tg = new.update(t0 + k * dt, q, None)
+        lift = prev & ~tg.stance
+        first[lift] = tg.swing_position[lift]
+        going = ~tg.stance
+        last[going] = tg.swing_position[going]
+        prev = tg.stance.copy()
+    return first, last, new.liftoff.copy()
+
+
+def test_ground_z_none_lands_each_swing_at_its_own_lift_off_height():
+    # a diagonal pair standing 2.5 mm lower than the other (ground under it softer, say);
+    # at the default (the standing feet's mean height) the lower pair would be planned to
+    # land 1.25 mm up and the higher one 1.25 mm down
+    ctrl, r, q0 = _standing()
+    new = TrotPlanner(r, q0, ctrl.posture, TrotGait(), height=0.24, stand_time=0.0)
+    new.ground_z = None
+    r.kinematics(q0)
+    feet = np.array([r.foot_position(f) for f in r.feet])
+    # lower a diagonal: the base's roll and pitch stay, the feet of pair 0.25 drop 2.5 mm
+    q = q0.copy()
+    q[2] -= 0.0025
+    lowered = new.gait.touchdown == 0.25
+    assert lowered.sum() == 2
+    first, last, liftoff = _swing_ends(new, _feet_at(r, q0, q, ~lowered), 0.0)
+    assert np.ptp(liftoff[:, 2]) == pytest.approx(0.0025, abs=2e-4), liftoff[:, 2] - feet[:, 2]
+    # the spline starts where the foot stands ...
+    assert np.allclose(first, liftoff, rtol=0.0, atol=1e-12)
+    # ... and comes down to that height: on its last tick (u = 1 - 1 ms / 75 ms) on the
+    # slow final descent, LAND_DEPTH (1 mm) * (1 - u) / LAND_FRACTION = 67 um above it
+    above = last[:, 2] - liftoff[:, 2]
+    assert np.all((above > 0.0) & (above < 1e-4)), above
+
+
+@pytest.mark.parametrize("ground_z", [None, 0.001])
+def test_a_set_ground_height_is_where_every_swing_lands(ground_z):
+    # the default (None here: keep the standing feet's mean at the start) and seed 003's
+    # surface (SURFACE_TOUCHDOWN sets 0.0); the feet's own heights do not move it
+    ctrl, r, q0 = _standing()
+    new = TrotPlanner(r, q0, ctrl.posture, TrotGait(), height=0.24, stand_time=0.0)
+    r.kinematics(q0)
+    mean = float(np.mean([r.foot_position(f)[2] for f in r.feet]))
+    assert new.ground_z == pytest.approx(mean, abs=1e-15)
+    if ground_z is not None:
+        new.ground_z = ground_z
+    gz = new.ground_z
+    q = q0.copy()
+    q[2] -= 0.0025
+    first, last, liftoff = _swing_ends(new, _feet_at(r, q0, q, new.gait.touchdown != 0.25), 0.0)
+    assert np.ptp(liftoff[:, 2]) > 0.002
+    assert np.allclose(first[:, 2], gz, rtol=0.0, atol=1e-12)
+    assert np.all((last[:, 2] - gz > 0.0) & (last[:, 2] - gz < 1e-4)), last[:, 2] - gz
+
+
+def _feet_at(r, q0, q, keep):
+    """``q`` (the base moved) with the legs of the feet ``keep`` (feet,) bool bent back to
+    where they stood at ``q0`` (position IK, a few Newton steps)."""
+    r.kinematics(q0)
+    goal = np.array([r.foot_position(f) for f in r.feet])
+    q = q.copy()
+    for i, f in enumerate(r.feet):
+        if not keep[i]:
+            continue
+        for _ in range(8):
+            r.kinematics(q)
+            J = r.point_jacobian(q, f.body, f.center, f.radius)
+            cols = np.flatnonzero(np.abs(J[:, 6:]).sum(axis=0) > 1e-12)
+            q[7 + cols] += np.linalg.lstsq(J[:, 6 + cols], goal[i] - r.foot_position(f),
+                                           rcond=None)[0]
+    return q
