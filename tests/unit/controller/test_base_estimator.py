@@ -142,7 +142,7 @@ def test_a_foot_sweeping_fast_along_the_ground_is_not_in_stance():
 
 
 def test_a_foot_sliding_slowly_as_it_lifts_off_is_not_in_stance():
-    # issue 11: lifting off (or touching down) a trot's foot sweeps at 0.05-0.3 m/s for
+    # issue 11: lifting off (or touching down) a trot's foot sweeps at up to 0.3 m/s for
     # 10-20 ms while still in the height band; standing on it took its speed off the
     # base's (a 0.1 m/s trot's distance 8 % short).  Under contact_speed, over slide_speed
     be, base, seen = _run_with_rates(["lf"], 0.6)
