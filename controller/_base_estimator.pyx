@@ -150,7 +150,7 @@ cdef class BaseKernel:
                  double stance_tau, double accel_noise, double position_noise, double velocity_noise,
                  q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted,
                  double rest_window=0.02, double rest_accel=0.15, double rest_gyro=0.5,
-                 double free_fall=0.3, double rest_speed=0.1, double slide_speed=0.1):
+                 double free_fall=0.3, double rest_speed=0.1, double slide_speed=0.05):
         cdef int k
         self.model, self.data = model, data
         self.jidx, self.vidx = jidx, vidx

@@ -210,7 +210,7 @@ class BaseEstimator:
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
                  feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
-                 slide_speed: float = 0.1,
+                 slide_speed: float = 0.05,
                  accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.controller._base_estimator import BaseKernel
         from servoloop.core_cy.dynamics import Data, Model
