@@ -91,6 +91,8 @@ cdef class BaseKernel:
     rest_window : s, the physics gate's window: the trunk becomes the anchor only after this long
         of specific force within ``rest_accel`` g of 1 g and gyro under ``rest_gyro`` rad/s
     rest_speed : m/s, and the estimated velocity under this
+    slide_speed : m/s, a foot horizontally faster (estimated, world) is not in stance, unless
+        that leaves no foot down
     free_fall : g, specific force under which the robot is airborne (no contact correction,
         no trunk anchor)
     """
@@ -129,6 +131,9 @@ cdef class BaseKernel:
     # force (m/s^2) below which nothing holds the robot up (airborne: no contact correction)
     cdef long calm, rest_n
     cdef double calm_band, gyro_max, free_fall, speed_max
+    # m/s, a foot's estimated horizontal speed at which it is not in stance (a sliding or
+    # swinging foot, one touching down or lifting off)
+    cdef double slide_max
     cdef bint in_air
     cdef bint has_quat, bound, outputs
     cdef const double[:] gyro, accel, rpy, position, velocity
@@ -145,7 +150,7 @@ cdef class BaseKernel:
                  double stance_tau, double accel_noise, double position_noise, double velocity_noise,
                  q, v, R, p, vel, quat, omega, r, vrel, anchor, stance, sole, ground, lifted,
                  double rest_window=0.02, double rest_accel=0.15, double rest_gyro=0.5,
-                 double free_fall=0.3, double rest_speed=0.1):
+                 double free_fall=0.3, double rest_speed=0.1, double slide_speed=0.05):
         cdef int k
         self.model, self.data = model, data
         self.jidx, self.vidx = jidx, vidx
@@ -183,6 +188,7 @@ cdef class BaseKernel:
         self.calm_band = rest_accel * -GRAVITY_Z
         self.gyro_max = rest_gyro
         self.speed_max = rest_speed
+        self.slide_max = slide_speed
         self.free_fall = free_fall * -GRAVITY_Z
         self.in_air = False
         for k in range(3):
@@ -421,7 +427,11 @@ cdef class BaseKernel:
         cdef double low = self.lowest     # the lowest point of the robot is on the ground
         cdef double h = self.h, vmax = self.vz_max, above, vx, vy, vz, rel, zw
         cdef double t[2]
-        cdef bint st, now, any_slow = False
+        cdef bint st, now
+        cdef double sp2
+        # the slowest class of horizontal speed a candidate foot is in: 0 under slide_speed,
+        # 1 under contact_speed, 2 faster (3: no candidate)
+        cdef unsigned char slowest = 3
         # the other geometry (a trunk) is, in the kinematics, the robot's lowest point
         cdef bint low_trunk = self.no > 0 and self.low_other - low < self.lift
         cdef bint rest, touch
@@ -474,15 +484,21 @@ cdef class BaseKernel:
                 now = now and rel < self.lift
             elif self.lifted[i]:
                 now = now and (rel < self.land or above < self.land)
-            self.fast[i] = vx * vx + vy * vy >= vmax * vmax
+            sp2 = vx * vx + vy * vy
+            self.fast[i] = 0 if sp2 < self.slide_max * self.slide_max else (1 if sp2 < vmax * vmax else 2)
             self.cand[i] = now
-            any_slow = any_slow or (now and not self.fast[i])
+            if now and self.fast[i] < slowest:
+                slowest = self.fast[i]
         for i in range(self.nf):
             st = self.stance[i] != 0
-            # nor moving fast horizontally (a trot's swing foot skims the ground at ~1 m/s
-            # within the height band), unless that leaves no foot down: the velocity
-            # estimate itself may be off then, and only the feet correct it
-            now = self.cand[i] != 0 and not (any_slow and self.fast[i])
+            # nor moving horizontally (a trot's swing foot skims the ground at ~1 m/s
+            # within the height band; a foot lifting off or touching down sweeps at up to
+            # 0.3 m/s through its first and last 10-20 ms of the band, and each such tick
+            # took its speed off the legs' velocity: 6 mm/s short in a 0.1 m/s trot).  Only
+            # the slowest class there is: under ``slide_speed``, else under
+            # ``contact_speed``, else every candidate (rather than no foot down: the velocity
+            # estimate itself may be off then, and only the feet correct it)
+            now = self.cand[i] != 0 and self.fast[i] <= slowest
             zw = self.p[2] + self.sole[i]
             if now and st and touch:
                 self.ground[i] += self.alpha * (zw - self.ground[i])

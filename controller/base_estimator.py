@@ -14,9 +14,10 @@ Per tick, from this tick's joint readings and IMU board registers:
    a trunk it lies on) is on the ground; a foot whose sole is within
    ``contact_height`` of it and not moving up or down faster than ``contact_speed``
    is in stance (height hysteresis: it leaves at 1.5x), nor horizontally faster than
-   ``contact_speed`` (estimated, world: a trot's swing foot skims the ground at ~1 m/s
-   a few mm up), unless that leaves no foot down (the velocity estimate may be what is
-   off then, and only the feet correct it).  Sharper, against the height
+   ``slide_speed`` (estimated, world: a trot's swing foot skims the ground at ~1 m/s
+   a few mm up, and lifting off or touching down a foot sweeps at up to 0.3 m/s),
+   unless that leaves no foot down (the velocity estimate may be what is off then,
+   and only the feet correct it).  Sharper, against the height
    the foot itself stood at (its estimated world z, filtered over 0.2 s while it
    stands, so a static attitude or kinematic error cancels): it lifts off when it
    rises ``contact_lift`` (2 mm) above it, and having left stance it lands within
@@ -190,8 +191,10 @@ class BaseEstimator:
     dt : tick period, s
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
-    contact_speed : m/s, foot speed (estimated, world), vertical or horizontal, above which a foot
-        is not in stance (the horizontal test gives way when it would leave no foot down)
+    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    slide_speed : m/s, horizontal foot speed (estimated, world) above which a foot is not in
+        stance (a swing foot skimming the ground, one touching down or lifting off); the test
+        gives way when it would leave no foot down
     contact_lift : m, rise above the sole height a foot stood at (tracked over ``STANCE_TAU_S``)
         that lifts it off; having left stance, it lands again within half of it
         (also the band, above the robot's lowest point, of a trunk it rests on and of a foot
@@ -207,6 +210,7 @@ class BaseEstimator:
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
                  feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 slide_speed: float = 0.05,
                  accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.controller._base_estimator import BaseKernel
         from servoloop.core_cy.dynamics import Data, Model
@@ -249,6 +253,7 @@ class BaseEstimator:
         self.dt = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
+        self.slide_speed = float(slide_speed)
         self.contact_lift = float(contact_lift)
         att = AttitudeFilter(imu.rotation_rpy)    # its mount rotation and gain: the kernel runs the filter
         nf = len(feet)
@@ -278,7 +283,7 @@ class BaseEstimator:
             float(accel_noise), float(position_noise), float(velocity_noise), model.neutral(),
             np.zeros(model.nv), self.R, self.p, self.v, self.quaternion, self.omega, self.r, self.vrel,
             self.anchor, self._stance.view(np.uint8), self._sole, self.ground, self.lifted.view(np.uint8),
-            REST_WINDOW_S, REST_ACCEL_G, REST_GYRO, FREE_FALL_G, REST_SPEED)
+            REST_WINDOW_S, REST_ACCEL_G, REST_GYRO, FREE_FALL_G, REST_SPEED, self.slide_speed)
         self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
                                   base.contact.view(np.uint8), self.telemetry)
         self.gyro = self.accel = self.rpy = None

@@ -67,8 +67,10 @@ class ReferenceEstimator:
     dt : tick period, s
     feet : link names (default :func:`default_feet`)
     contact_height : m, sole height above the robot's lowest point that still counts as stance
-    contact_speed : m/s, foot speed (estimated, world), vertical or horizontal, above which a foot
-        is not in stance (the horizontal test gives way when it would leave no foot down)
+    contact_speed : m/s, vertical foot speed (estimated, world) above which a foot is not in stance
+    slide_speed : m/s, horizontal foot speed (estimated, world) above which a foot is not in
+        stance (a swing foot skimming the ground, one touching down or lifting off); the test
+        gives way when it would leave no foot down
     accel_noise, position_noise, velocity_noise : filter noise (m/s^2 per axis; m and m/s per
         stance foot)
 
@@ -80,6 +82,7 @@ class ReferenceEstimator:
 
     def __init__(self, cfg, base: BaseState, position: np.ndarray, velocity: np.ndarray, dt: float,
                  feet=None, contact_height: float = 0.01, contact_speed: float = 0.3, contact_lift: float = 0.002,
+                 slide_speed: float = 0.05,
                  accel_noise: float = 0.5, position_noise: float = 0.005, velocity_noise: float = 0.05) -> None:
         from servoloop.core_cy.dynamics import Data, Model, forward_kinematics
 
@@ -128,6 +131,7 @@ class ReferenceEstimator:
         self.dt = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
+        self.slide_speed = float(slide_speed)
         self.contact_lift = float(contact_lift)
         self._alpha = min(1.0, self.dt / STANCE_TAU_S)
         self.ground = np.zeros(len(feet))
@@ -262,7 +266,7 @@ class ReferenceEstimator:
         # lying on the other geometry: a foot is down within ``lift`` of it
         if low_trunk:
             h = lift
-        now, fast = [False] * nf, [False] * nf
+        now, fast = [False] * nf, [0] * nf
         for i in range(nf):
             above = sole[i] - low
             zw = float(self.p[2]) + sole[i]
@@ -279,11 +283,13 @@ class ReferenceEstimator:
             elif self.lifted[i]:
                 ok = ok and (rel < land or above < land)
             now[i] = ok
-            fast[i] = vx * vx + vy * vy >= v_max * v_max
-        # nor moving fast horizontally (a skimming swing foot), unless that leaves no foot
-        # down (the velocity estimate itself may be off then: the feet correct it)
-        if any(now[i] and not fast[i] for i in range(nf)):
-            now = [now[i] and not fast[i] for i in range(nf)]
+            sp = math.hypot(vx, vy)
+            fast[i] = 0 if sp < self.slide_speed else (1 if sp < v_max else 2)
+        # nor moving horizontally (a skimming swing foot, one touching down or lifting off):
+        # only the slowest class of speed there is (under slide_speed, else under
+        # contact_speed, else all: the velocity estimate itself may be off then)
+        slowest = min((fast[i] for i in range(nf) if now[i]), default=3)
+        now = [now[i] and fast[i] <= slowest for i in range(nf)]
         for i in range(nf):
             zw = float(self.p[2]) + sole[i]
             if now[i] and st[i] and touch:

@@ -141,6 +141,39 @@ def test_a_foot_sweeping_fast_along_the_ground_is_not_in_stance():
     assert np.linalg.norm(base.linear_velocity) < 0.02     # the standing feet hold the estimate
 
 
+def test_a_foot_sliding_slowly_as_it_lifts_off_is_not_in_stance():
+    # issue 11: lifting off (or touching down) a trot's foot sweeps at up to 0.3 m/s for
+    # 10-20 ms while still in the height band; standing on it took its speed off the
+    # base's (a 0.1 m/s trot's distance 8 % short).  Under contact_speed, over slide_speed
+    be, base, seen = _run_with_rates(["lf"], 0.6)
+    speed = np.hypot(*be.vrel[0, :2])
+    assert be.slide_speed < speed < be.contact_speed and abs(be.vrel[0, 2]) < be.contact_speed
+    assert not seen[5:, 0].any() and seen[:, 1:].all()
+    assert np.linalg.norm(base.linear_velocity) < 0.01     # the standing feet hold the estimate
+
+
+def test_with_no_foot_still_the_slow_ones_stand_not_a_fast_one():
+    # no foot under slide_speed: the feet under contact_speed are the stance (before, every
+    # foot in the height band was: a swing foot skimming at ~1 m/s among them)
+    cfg = builtin_config("quadruped")
+    pose = standing_pose(cfg)
+    q = np.array([pose.get(j, 0.0) for j in cfg.joint_names])
+    vel = np.zeros(cfg.n)
+    base = BaseState()
+    be = BaseEstimator(cfg, base, q, vel, 1.0 / cfg.loop.rate_hz)
+    be.bind(np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3))
+    for _ in range(100):
+        be.run()
+    vel[:] = _hip_rates(cfg, ["lf", "rf", "lh"], 0.6) + _hip_rates(cfg, ["rh"], 4.0)
+    seen = []
+    for _ in range(5):
+        be.run()
+        seen.append(base.contact.copy())
+    speed = np.hypot(be.vrel[:, 0], be.vrel[:, 1])
+    assert np.all(speed[:3] > be.slide_speed) and speed[3] > be.contact_speed
+    assert all(s[:3].all() and not s[3] for s in seen), seen
+
+
 def test_feet_all_sweeping_together_stay_in_stance():
     # every foot moving the same way: the base is moving (or the estimate is off), not
     # every foot swinging: the horizontal test gives way rather than leave no foot down
