@@ -143,7 +143,11 @@ def test_wbc_holds_the_quadruped_through_a_push_given_by_the_bus():
     assert after[:, 3].max() > 2.0                     # it was tipped
     assert after[:, 2].min() > 0.2 and after[:, 3].max() < 15.0       # not down
     assert after[-1, 3] < 2.0 and np.ptp(after[-10:, 2]) < 0.003     # level and settled again
-    assert np.hypot(*(after[-1, :2] - before[-1, :2])) < 0.05         # near where it stood
+    # near where it stood: 44 mm before the estimator stopped standing on feet that slide
+    # against its estimate (a trot's distance 8.3 -> 2.7 % short), 51 mm since: the simulator's
+    # push is one tick's velocity step the accelerometer cannot see, so the feet that look still
+    # are those sliding with the trunk (BENCHMARKS.md, a trot's distance)
+    assert np.hypot(*(after[-1, :2] - before[-1, :2])) < 0.06
 
 
 def _doc_examples(fence: str) -> list[tuple[str, dict]]:
