@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from servoloop.controller._slew import window as _window_c
+
 __all__ = ["SlewLimiter", "VelocitySlew", "joint_max_velocity", "joint_max_offset",
            "DEFAULT_VELOCITY_RAMP_S"]
 
@@ -142,8 +144,6 @@ class SlewLimiter:
         self.any_torque = False
         self._err = np.zeros(n)
         self._tmp = np.zeros(n)
-        self._lo = np.zeros(n)
-        self._hi = np.zeros(n)
 
     def set_torque_goals(self, mask, max_offset) -> None:
         """Joints in ``mask`` ((n,) bool) take torque-carrying goals: each written goal may lie
@@ -209,36 +209,14 @@ class SlewLimiter:
         return out
 
     def _window(self, goal, present, out) -> None:
-        """The torque joints' limit (module docstring), the others' ramp ``last + step`` exactly.
+        """The torque joints' limit (module docstring), the others' ramp ``last + step`` exactly
+        (compiled: :func:`controller._slew.window`).
 
         ``b`` is -inf off the torque joints in :attr:`max_offset` (the window collapses onto
         the ramp) and ``_anchor_b`` +inf (the anchor is ``last``); a NaN reading drops out
         of ``fmin`` / ``fmax``: the ramp from ``last`` alone."""
-        lo, hi, r, err = self._lo, self._hi, self._tmp, self._err
-        # the ramp's anchor: the last goal, pulled back to within b of the joint
-        np.add(present, self._anchor_b, out=hi)
-        np.fmin(self.last, hi, out=lo)
-        np.subtract(present, self._anchor_b, out=hi)
-        np.fmax(lo, hi, out=lo)
-        np.subtract(goal, lo, out=err)
-        np.clip(err, -self.max_step, self.max_step, out=err)
-        np.add(lo, err, out=err)                          # the anchored ramp's goal
-        np.add(self.last, self.step, out=r)               # the plain ramp's goal
-        np.copyto(r, err, where=self.torque)
-        np.subtract(present, self.max_offset, out=lo)
-        np.fmin(lo, r, out=lo)
-        np.add(present, self.max_offset, out=hi)
-        np.fmax(hi, r, out=hi)
-        if self.held.any():     # a disabled servo's joint holds its goal
-            np.copyto(lo, self.last, where=self.held)
-            np.copyto(hi, self.last, where=self.held)
-        np.minimum(np.maximum(goal, lo, out=out), hi, out=out)
-        # a torque joint's ramp (acceleration limit) continues from what was written; the
-        # others keep their step bit for bit
-        np.subtract(out, self.last, out=r)
-        np.clip(r, -self.max_step, self.max_step, out=r)
-        np.copyto(self.step, r, where=self.torque)
-        self.last[:] = out
+        _window_c(goal, present, self.last, self.step, self.max_step, self.max_offset,
+                  self._anchor_b, self.torque.view(np.uint8), self.held.view(np.uint8), out)
 
 
 class VelocitySlew:
