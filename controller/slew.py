@@ -144,6 +144,9 @@ class SlewLimiter:
         self.any_torque = False
         self._err = np.zeros(n)
         self._tmp = np.zeros(n)
+        # the compiled window's uint8 views, made once (``torque`` and ``held`` change in place)
+        self._torque_u8 = self.torque.view(np.uint8)
+        self._held_u8 = self.held.view(np.uint8)
 
     def set_torque_goals(self, mask, max_offset) -> None:
         """Joints in ``mask`` ((n,) bool) take torque-carrying goals: each written goal may lie
@@ -216,7 +219,7 @@ class SlewLimiter:
         the ramp) and ``_anchor_b`` +inf (the anchor is ``last``); a NaN reading drops out
         of ``fmin`` / ``fmax``: the ramp from ``last`` alone."""
         _window_c(goal, present, self.last, self.step, self.max_step, self.max_offset,
-                  self._anchor_b, self.torque.view(np.uint8), self.held.view(np.uint8), out)
+                  self._anchor_b, self._torque_u8, self._held_u8, out)
 
 
 class VelocitySlew:
