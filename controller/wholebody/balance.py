@@ -363,8 +363,8 @@ class BalanceCore:
                 entry[3] = self.mu
             if entry[3] != self.mu:
                 ws.mu = entry[3] = self.mu
-            if ground is not None:
-                ws.ground = ground
+            if ground is not None:      # the stance plane: moved, not made anew (its tilt is fixed)
+                ws.move_ground(0.0, 0.0, top)
             ws.solve_into(q, v, qdd, self._tau_a, entry[2])
         except Exception as exc:  # noqa: BLE001 - a failed solve must not stop the loop
             self.failures += 1

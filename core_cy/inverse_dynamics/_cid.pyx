@@ -358,6 +358,12 @@ cdef class CIDCore:
             self.normal[i] = fr[3 * i + 2]
             self.plane_point[i] = float(plane_point[i])
 
+    cpdef void set_plane_point(self, double x, double y, double z):
+        """Move the plane (its normal kept) through (x, y, z) [m]: no allocation, no NumPy."""
+        self.plane_point[0] = x
+        self.plane_point[1] = y
+        self.plane_point[2] = z
+
     def set_mu(self, mu):
         """Friction coefficients (kc,) for the next solves."""
         for i in range(self.kc):

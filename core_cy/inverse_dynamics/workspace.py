@@ -88,6 +88,7 @@ class ContactInverseDynamics:
         self.stage2 = bool(stage2)
         self.frame = plane_frame(normal)
         self._ground = ground
+        self._moved = None          # (x, y, z) when move_ground moved the plane since
         self._mu = mu_a
         self._core = CIDCore(model, self.data, cs.body.astype(np.intc), cs.position, cs.radius,
                              mu_a, arm, self.frame, np.asarray(ground.point, dtype=float),
@@ -108,13 +109,24 @@ class ContactInverseDynamics:
 
     @property
     def ground(self) -> Ground:
+        if self._moved is not None:     # moved by move_ground: the Ground made when asked
+            self._ground = Ground(self._moved, self._ground.normal)
+            self._moved = None
         return self._ground
+
+    def move_ground(self, x: float, y: float, z: float) -> None:
+        """The plane, its normal kept, through (x, y, z) [m]: the per-tick form of the
+        :attr:`ground` setter (a balance controller's stance plane moves every tick, tilts
+        never).  Makes no object and compares none: ~0.1 us, against 3-9 us for the setter
+        with a new :class:`Ground` each tick."""
+        self._core.set_plane_point(x, y, z)
+        self._moved = (x, y, z)
 
     @ground.setter
     def ground(self, value: Ground | None) -> None:
         """The plane the contacts touch; cheap to change every tick (no rebuild)."""
         value = value or Ground()
-        if value == self._ground:
+        if value == self.ground:
             return
         if tuple(value.normal) != tuple(self._ground.normal):   # a plane's height changes per tick, its tilt rarely
             self.frame = plane_frame(value.unit_normal())

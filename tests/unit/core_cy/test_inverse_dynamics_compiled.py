@@ -157,6 +157,32 @@ def test_cached_workspace_follows_ground_and_mu_changes(quad, moving):
     assert len(api._CACHE) == 1
 
 
+@pytest.mark.parametrize("variant", ["lcp_coulomb", "qp"])
+def test_move_ground_answers_as_the_ground_setter(quad, moving, variant):
+    """``move_ground`` (the balance controller's per-tick stance plane) moves the plane as
+    the ``ground`` setter does, on a tilted plane too: the same torques and forces, bit for
+    bit, and ``ground`` reads back the moved plane."""
+    from servoloop.core_cy.sim.model import Ground
+
+    model, data, pts = quad
+    q, v, qdd_des = moving
+    for normal in ((0.0, 0.0, 1.0), (0.05, -0.02, 1.0)):
+        moved = ID.ContactInverseDynamics(model, pts, 0.8, variant, armature=ARMATURE,
+                                          ground=Ground((0.0, 0.0, 0.0), normal))
+        for z in (-2e-4, 3e-3, 1e-4):
+            g = Ground((0.01, -0.02, z), normal)
+            fresh = ID.ContactInverseDynamics(model, pts, 0.8, variant, armature=ARMATURE,
+                                              ground=g).solve(q, v, qdd_des)
+            moved.move_ground(0.01, -0.02, z)
+            got = moved.solve(q, v, qdd_des)
+            np.testing.assert_array_equal(got.tau, fresh.tau)
+            np.testing.assert_array_equal(got.contact_forces, fresh.contact_forces)
+            assert moved.ground == g
+        # the setter after a move compares with the moved plane (not the one made at start)
+        moved.ground = Ground((0.0, 0.0, 0.0), normal)
+        assert moved.ground.point == (0.0, 0.0, 0.0)
+
+
 def test_stage2_loads_only_contacts_that_stage1_keeps_closed(quad, moving):
     """Stage II moves forces only on Stage I's optimal face: a contact that opens
     during the step (w_n = n^T qdd + bias > 0) carries no force, at mu 0.1 where the
