@@ -13,13 +13,15 @@ PYX    := $(shell find core_cy firmware_bridge controller virtual_bus -name '*.p
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when the dependency list or the build changes.
+# Reinstall only when the dependency list or the build changes.  The editable
+# install declares no extension (SERVOLOOP_NO_EXT): `setup` compiles them next,
+# once, in parallel (before, a fresh clone compiled each one twice).
 $(STAMP): pyproject.toml setup.py | $(PY)
 	$(PIP) install -q -U pip setuptools wheel "Cython>=3.0" "numpy>=1.26" "scipy>=1.11"
-	$(PIP) install -q --no-build-isolation -e ".[all,test]"
+	SERVOLOOP_NO_EXT=1 $(PIP) install -q --no-build-isolation -e ".[all,test]"
 	touch $(STAMP)
 
-# Incremental: recompiles only the .pyx files that changed.
+# Incremental: recompiles only the .pyx files that changed (on every core: setup.py).
 setup: $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 
