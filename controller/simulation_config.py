@@ -37,8 +37,9 @@ class PushConfig:
 
     ``t_s``: when [s of simulated time from power-up, the plant's clock];
     ``impulse``: [x, y, z] linear impulse [N s] in the world frame, applied at
-    the origin of ``link`` (None: the base link) as ``dv = M^-1 J^T p`` over
-    the whole robot (a hand's shove lasting much less than a tick).
+    the origin of ``link`` (None: the base link), the joints locked, as a
+    constant force over ``virtual_bus.robot_plant.PUSH_S`` (50 ms, a hand's
+    shove: the IMU's accelerometer feels it, as a real one would).
     """
 
     t_s: float

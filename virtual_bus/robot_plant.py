@@ -33,7 +33,14 @@ from servoloop.core_cy.sim.model import (
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["RobotPlant", "SETTLE_S", "make_plant"]
+__all__ = ["RobotPlant", "SETTLE_S", "PUSH_S", "make_plant"]
+
+#: s, how long a push lasts: its impulse is given as a constant force over this time, in equal
+#: parts each simulator step.  A hand's shove is a force over tens of ms, which a real IMU's
+#: accelerometer feels (2 N s on the 2.45 kg quadruped: 1.6 g, inside the OpenCR's +-2 g);
+#: given in one 1 ms step it was 30-80 g, clipped to 2 g or, between steps, not felt at all,
+#: while the deceleration after it was: the estimate integrated a velocity the robot never had
+PUSH_S = 0.05
 
 class RobotPlant:
     """The simulator as a virtual-bus plant.
@@ -69,7 +76,10 @@ class RobotPlant:
         self._kp0 = sim._core.servo_array("kp")[0].copy()
         self._frames = None
         self._pushes = []          # (time ns, impulse (3,) N s world, link): simulation.pushes
-        self.pushes_done = []      # (time s, dv (nv,)) of the pushes given
+        self.pushes_done = []      # (time s, dv (nv,)) of the pushes given (started)
+        # pushes under way: [steps left, impulse per step (3,) N s or None, link, base dv per
+        # step (3,) world m/s or None]
+        self._active = []
         self._tau0 = sim._core.servo_array("tau_max")[0].copy()
         # the base's world acceleration over the last step (what an IMU's accelerometer feels,
         # with gravity): a difference of world velocities, so it holds contact impulses too
@@ -184,11 +194,18 @@ class RobotPlant:
         self._held_q = np.array(self.sim.q[:7], dtype=float)
         self.held_ns = self.time_ns + int(round(seconds * 1e9))
 
-    def push(self, dv_world) -> None:
-        """An impulse on the base: its velocity jumps by ``dv_world`` (3,) [m/s, world frame]."""
+    def push(self, dv_world, duration_s: float = PUSH_S) -> None:
+        """A push on the base: its velocity changes by ``dv_world`` (3,) [m/s, world frame] over
+        the next ``duration_s`` (a constant force, in equal parts each simulator step, so the
+        IMU feels it; 0: a jump now)."""
         if not self.sim.model.floating_base:
             raise ValueError("push: the robot has no floating base")
-        self.sim.v[:3] += self.base_rotation().T @ np.asarray(dv_world, dtype=float)
+        dv = np.asarray(dv_world, dtype=float)
+        n = int(round(duration_s / self.sim.config.dt))
+        if n < 1:
+            self.sim.v[:3] += self.base_rotation().T @ dv
+        else:
+            self._active.append([n, None, None, dv / n])
 
     def apply_impulse(self, impulse_world, link: str | None = None) -> np.ndarray:
         """A linear impulse ``p`` (3,) [N s, world frame] at the origin of ``link`` (None: the
@@ -200,6 +217,12 @@ class RobotPlant:
         With free joints (``M^-1 J^T p`` over all of M) the light legs of the AX-18A humanoid,
         whose servo model has no armature, would jump to 10 rad/s from 0.3 N s at the pelvis.
         Returns ``dv`` (nv,)."""
+        dv = self._impulse_dv(impulse_world, link)
+        self.sim.v[:] += dv
+        return dv
+
+    def _impulse_dv(self, impulse_world, link: str | None) -> np.ndarray:
+        """The (nv,) velocity change :meth:`apply_impulse` gives, not applied."""
         from servoloop.core_cy import Data, crba, forward_kinematics, frame_jacobian
 
         model, sim = self.sim.model, self.sim
@@ -218,7 +241,6 @@ class RobotPlant:
         Mbb = 0.5 * (M[:6, :6] + M[:6, :6].T)
         dv = np.zeros(model.nv)
         dv[:6] = np.linalg.solve(Mbb, Jp[:, :6].T @ np.asarray(impulse_world, dtype=float))
-        sim.v[:] += dv
         return dv
 
     def _link_frame(self, link: str | None):
@@ -277,18 +299,35 @@ class RobotPlant:
             if floating:
                 self._vw_prev[:] = self._base_velocity_world()
             start_ns, end_ns = self.time_ns, self.time_ns + k * self._h_ns
-            while self._pushes and self._pushes[0][0] <= end_ns:
-                # a push falls in this interval: step up to it, give it, go on
-                t_ns, impulse, link = self._pushes.pop(0)
-                before = max(0, (t_ns - self.time_ns) // self._h_ns)
-                if before:
-                    self.sim.step(self._goal, self._on, n_steps=before)
-                    self.time_ns += before * self._h_ns
-                    k -= before
-                dv = self.apply_impulse(impulse, link)
-                self.pushes_done.append((self.time_ns * 1e-9, dv))     # plant clock
-            if k:
-                self.sim.step(self._goal, self._on, n_steps=k)
+            h = self._h_ns
+            while k:
+                if not self._active:
+                    # no push under way: all steps up to the next push's start at once
+                    before = k if not self._pushes else min(k, max(0, (self._pushes[0][0] - self.time_ns) // h))
+                    if before:
+                        self.sim.step(self._goal, self._on, n_steps=before)
+                        self.time_ns += before * h
+                        k -= before
+                        continue
+                while self._pushes and self._pushes[0][0] < self.time_ns + h:
+                    # a push starts in this step: its impulse over PUSH_S, a part each step
+                    t_ns, impulse, link = self._pushes.pop(0)
+                    n = max(1, int(round(PUSH_S * 1e9 / h)))
+                    self.pushes_done.append((self.time_ns * 1e-9, self._impulse_dv(impulse, link)))
+                    self._active.append([n, impulse / n, link, None])
+                if not self._active:
+                    continue
+                R_T = self.base_rotation().T
+                for a in self._active:
+                    if a[1] is not None:
+                        self.apply_impulse(a[1], a[2])
+                    else:
+                        self.sim.v[:3] += R_T @ a[3]
+                    a[0] -= 1
+                self._active = [a for a in self._active if a[0] > 0]
+                self.sim.step(self._goal, self._on, n_steps=1)
+                self.time_ns += h
+                k -= 1
             self.time_ns = end_ns
             if self.time_ns <= self.held_ns:
                 # held (simulation.held_s): the base stays where it was placed, at rest

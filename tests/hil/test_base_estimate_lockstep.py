@@ -103,15 +103,16 @@ def test_a_pushed_base_moves_in_the_estimate_as_in_the_simulator():
     summary, seen, _ = run(cfg, 3.0, events=[push], samples=[t_push - 0.01, t_push + 0.05, t_push + 1.5])
     assert summary["state"] == "done"
     (e0, t0), (em, tm), (e1, t1) = (seen[k] for k in sorted(seen))
-    # 50 ms after the push the estimate has seen the base move, in the push's direction.  Not
-    # all of it: the impulse (a velocity step in one simulator step) saturates the +-2 g
-    # accelerometer, and the feet slip under it, which leg kinematics cannot see (measured:
-    # 55-60 % of the displacement)
+    # 50 ms after the push the estimate has seen the base move, in the push's direction, and
+    # nearly all of it (measured 0.94): the push is a force over 50 ms that the accelerometer
+    # feels.  When the simulator gave it as a velocity step between two ticks the board felt
+    # nothing but the deceleration after it, the estimate saw 0.44, and the feet still to that
+    # estimate were those sliding with the trunk (BENCHMARKS.md, a push the IMU feels)
     moved_true = np.subtract(tm["base_position_in_world"], t0["base_position_in_world"])[:2]
     moved_est = np.subtract(em["base_position_in_world"], e0["base_position_in_world"])[:2]
     assert np.linalg.norm(moved_true) > 0.005
     cos = moved_est @ moved_true / (np.linalg.norm(moved_est) * np.linalg.norm(moved_true))
-    assert cos > 0.9 and np.linalg.norm(moved_est) > 0.4 * np.linalg.norm(moved_true), (moved_est, moved_true)
+    assert cos > 0.9 and np.linalg.norm(moved_est) > 0.8 * np.linalg.norm(moved_true), (moved_est, moved_true)
     # 1.5 s later it stands again; estimate and truth agree on where to within the slip
     d_true = np.subtract(t1["base_position_in_world"], t0["base_position_in_world"])[:2]
     d_est = np.subtract(e1["base_position_in_world"], e0["base_position_in_world"])[:2]

@@ -120,7 +120,9 @@ def test_a_push_through_the_virtual_bus_does_not_topple_the_humanoid(controller)
     assert dv[:3] @ dv[:3] > 0.1 ** 2                  # 0.3 N s on 1.7 kg (locked joints)
     assert t_push == pytest.approx(2.5, abs=1e-3)        # held, not settled: plant clock = bus clock
     after = s[s[:, 5] > 2.5]                           # bus time of the samples
-    assert after[:, 3].max() > 1.0                     # the push did tip it
+    # the push did tip it (the bus's push is a force over 50 ms that the IMU feels: wbc holds
+    # the humanoid to 0.95 deg, every tick; given as a one-step velocity jump it tipped it past 1)
+    assert after[:, 3].max() > 0.8
     assert after[:, 2].min() > 0.19 and after[:, 3].max() < 20.0     # and it did not fall
     assert s[-1, 3] < 3.0                              # upright again at the end
     true = plants[0].base_state()                      # run --json's `simulation` block
@@ -143,11 +145,10 @@ def test_wbc_holds_the_quadruped_through_a_push_given_by_the_bus():
     assert after[:, 3].max() > 2.0                     # it was tipped
     assert after[:, 2].min() > 0.2 and after[:, 3].max() < 15.0       # not down
     assert after[-1, 3] < 2.0 and np.ptp(after[-10:, 2]) < 0.003     # level and settled again
-    # near where it stood: 44 mm before the estimator stopped standing on feet that slide
-    # against its estimate (a trot's distance 8.3 -> 2.7 % short), 51 mm since: the simulator's
-    # push is one tick's velocity step the accelerometer cannot see, so the feet that look still
-    # are those sliding with the trunk (BENCHMARKS.md, a trot's distance)
-    assert np.hypot(*(after[-1, :2] - before[-1, :2])) < 0.06
+    # near where it stood: 12 mm since the push is a force over 50 ms the IMU feels; 51 mm when
+    # it was a one-step velocity jump the accelerometer missed, so the estimate lagged and the
+    # feet still to it were those sliding with the trunk (BENCHMARKS.md, a push the IMU feels)
+    assert np.hypot(*(after[-1, :2] - before[-1, :2])) < 0.03
 
 
 def _doc_examples(fence: str) -> list[tuple[str, dict]]:
