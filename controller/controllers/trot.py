@@ -37,6 +37,13 @@ delays the torque by ~5-8 ms; at 900 (30 rad/s) the daemon's feet stayed 2-3 mm
 under a 4-8 mm apex, at 2500 (50 rad/s, critically damped) they reach it
 (BENCHMARKS.md, daemon trot).
 
+Coulomb compensation (``coulomb_compensation``, on for ``trot``; issue 11): the torque sent
+carries each servo's gearbox Coulomb friction in the direction the joint moves (``wbc``).
+Without it both front feet stalled ~2 mm above their reference over the last ~20 ms of
+the swing (the hind ~0.9): there the swing legs' torques fall to a few tenths of a N m,
+the XM430's 0.134 N m of friction took ~85 % of a front knee's, and the swing legs reached
+their step height only through the high swing gains (BENCHMARKS.md, daemon trot).
+
 With ``variant: lcp_noslip`` the ID's forces are shared among the stance feet
 and a foot is unloaded over its last 30 ms before a planned lift-off
 (:mod:`controller.wholebody.force_split`); with ``lcp_coulomb`` (the default, on
@@ -72,6 +79,7 @@ class TrotController(WbcController):
     param_keys = WbcController.param_keys + tuple(GAIT_RANGES)
     LOAD_SPLIT = True
     TORQUE_GOALS = True
+    COULOMB_COMPENSATION = True
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params, robot)

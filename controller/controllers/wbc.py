@@ -41,6 +41,14 @@ params (all optional; defaults work on the built-in quadruped):
   coarse servos: with ``torque`` every count of the position reading
   (AX-18A: 5.1 mrad, ~0.05 N m at its k_p) reaches the joint as torque
   noise, which tips the 200 Hz humanoid over on compliant ground;
+- ``coulomb_compensation``: add each servo model's gearbox Coulomb friction
+  (``coulomb_nm``: 0.134 N m on the XM430-W350) to the torque sent, in the direction
+  of the measured joint velocity, its sign ramped over ``COULOMB_BAND`` (0.1 rad/s)
+  (default false for ``wbc``, true for ``trot``).  The servo law the goal offset
+  inverts (seed 000's ``k_p (goal - q) - k_d dq``, less ``k_c sgn(dq)``) loses it
+  otherwise: at the end of a trot's swing, where a leg's torques are a few tenths of
+  a N m, the knee kept ~15 % of what the contact ID asked and the front feet stalled
+  2 mm above their reference (issue 11, BENCHMARKS.md "daemon trot");
 - ``load_split``: share the ``lcp_coulomb`` answer's sticking contact forces among
   the stance feet, inside the friction cone (default false for ``wbc``, true for
   ``trot``): the contact ID alone loads as few feet as it can, and a trot whose loaded
@@ -92,6 +100,11 @@ MAX_FAILED_S = 0.05
 #: share of the running ticks a joint's torque may exceed its servo's stall torque before
 #: the run summary warns (a touchdown's few-tick spike does not count)
 OVER_STALL_SHARE = 0.01
+#: [rad/s] the Coulomb compensation's sign ramps linearly over |dq| < COULOMB_BAND (param
+#: ``coulomb_compensation``): ~4 counts of an XM430's velocity register (0.024 rad/s), so a
+#: standing joint's reading noise moves it by a quarter of k_c at most.  Measured on the trot
+#: (BENCHMARKS.md): 0.05 and 0.1 rad/s gave the same swings
+COULOMB_BAND = 0.1
 #: base tilt (angle of its z axis from the vertical) past which the run summary says the robot
 #: fell [rad]; the torques after it are not the robot's needs (not counted against stall)
 FALLEN_TILT = 0.8
@@ -100,7 +113,7 @@ FALLEN_TILT = 0.8
 class WbcController(Controller):
     name = "wbc"
     param_keys = ("variant", "mu", "feet", "height", "posture", "torque_filter_hz",
-                  "position_servo", "load_split") + GAIN_KEYS
+                  "position_servo", "load_split", "coulomb_compensation") + GAIN_KEYS
     #: ``load_split`` when the config does not say (``trot``: on, its lift-offs need it)
     LOAD_SPLIT = False
     #: mark the ``torque``-mode position servos' goals as torque-carrying for the safety stage
@@ -111,6 +124,9 @@ class WbcController(Controller):
     #: (4.4 with the ramp; both with the simulator's old one-step push, before the estimator's
     #: slide gate; with the ramp and the 50 ms push the IMU feels: 1.2 cm)
     TORQUE_GOALS = False
+    #: ``coulomb_compensation`` when the config does not say (``trot``: on; ``wbc`` and ``walk``
+    #: were not re-measured with it)
+    COULOMB_COMPENSATION = False
 
     def __init__(self, ctx, params=None, robot=None):
         super().__init__(ctx, params)
@@ -164,6 +180,14 @@ class WbcController(Controller):
                 f"{self.name}: no imu and {len(self.robot.feet)} feet: the base's tilt is not "
                 "observed (leg odometry takes it level), so a biped's lean goes uncorrected; "
                 "give the robot an IMU (imu: in the config)")
+        # the servos' gearbox Coulomb friction, added to the torque sent (coulomb_compensation)
+        self._coulomb = np.zeros(ctx.n)
+        if bool(self.params.get("coulomb_compensation", self.COULOMB_COMPENSATION)):
+            kc = self._servo_models("coulomb_nm")
+            if kc is not None:
+                # a velocity-mode joint's effort is not sent
+                modes = [s.mode for s in self.ctx.config.servos]
+                self._coulomb[:] = np.where(np.array(modes) == "velocity", 0.0, kc)
         # impedance: position servos take the posture (not the measured position) as the base
         # of their goal
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
@@ -323,6 +347,13 @@ class WbcController(Controller):
                                            f"choose one of {', '.join(POSITION_SERVO)}")
             if not initial:
                 raise ControllerParamError(f"{self.name}.position_servo can only be set in the config")
+        if "coulomb_compensation" in params:
+            if not isinstance(params["coulomb_compensation"], bool):
+                raise ControllerParamError(f"{self.name}.coulomb_compensation: expected true or "
+                                           f"false, got {params['coulomb_compensation']!r}")
+            if not initial:
+                raise ControllerParamError(f"{self.name}.coulomb_compensation can only be set in "
+                                           "the config")
         if "load_split" in params:
             if not isinstance(params["load_split"], bool):
                 raise ControllerParamError(f"{self.name}.load_split: expected true or false, "
@@ -451,7 +482,7 @@ class WbcController(Controller):
         # and compiled (eleven NumPy calls of ~0.5 us each before)
         self._servo_command(tau, self._tau, self._alpha, state.position, state.velocity,
                             self._advance, self.posture, self._impedance_u8, self._own_offset,
-                            command.effort, command.position, command.kp, command.kd)
+                            self._coulomb, COULOMB_BAND, command.effort, command.position, command.kp, command.kd)
         if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
             # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
             self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))

@@ -481,26 +481,41 @@ def servo_command(const double[::1] tau, double[::1] tau_f, double alpha,
                   const double[::1] position, const double[::1] velocity,
                   const double[::1] advance, const double[::1] posture,
                   const unsigned char[::1] impedance, const double[::1] own_offset,
+                  const double[::1] coulomb, double band,
                   double[::1] effort, double[::1] goal, double[::1] kp, double[::1] kd):
     """``wbc``'s command from the core's torques (n,) [N m], in place (one call, not eleven).
 
-    ``tau_f`` (n,) is low-passed towards ``tau`` by ``alpha`` and becomes ``effort``;
-    the goal is ``position + advance * velocity`` (``posture`` where ``impedance``) plus
-    ``own_offset * tau_f``; the host gains ``kp`` and ``kd`` are zeroed.
+    ``tau_f`` (n,) is low-passed towards ``tau`` by ``alpha``; ``effort`` is ``tau_f`` plus
+    the servo's gearbox Coulomb friction ``coulomb`` (n,) [N m] in the direction of the
+    measured ``velocity``, its sign ramped linearly over ``|velocity| < band`` [rad/s] (the
+    servo model's ``-coulomb sgn(qd)`` inverted: 0 where ``coulomb`` is 0); the goal is
+    ``position + advance * velocity`` (``posture`` where ``impedance``) plus
+    ``own_offset * effort``; the host gains ``kp`` and ``kd`` are zeroed.
     """
     cdef Py_ssize_t i, n = tau.shape[0]
+    cdef double s
     if not (tau_f.shape[0] == position.shape[0] == velocity.shape[0] == advance.shape[0]
-            == posture.shape[0] == impedance.shape[0] == own_offset.shape[0] == effort.shape[0]
-            == goal.shape[0] == kp.shape[0] == kd.shape[0] == n):
+            == posture.shape[0] == impedance.shape[0] == own_offset.shape[0]
+            == coulomb.shape[0] == effort.shape[0] == goal.shape[0] == kp.shape[0]
+            == kd.shape[0] == n):
         raise ValueError(f"servo_command: every array must have the {n} joints of tau")
+    if not band > 0.0:
+        raise ValueError(f"servo_command: band must be > 0 rad/s, got {band}")
     with nogil:
         for i in range(n):
             tau_f[i] += (tau[i] - tau_f[i]) * alpha
-            effort[i] = tau_f[i]
+            s = velocity[i] / band
+            if s > 1.0:
+                s = 1.0
+            elif s < -1.0:
+                s = -1.0
+            elif s != s:            # a NaN reading: no friction term (the goal is NaN anyway)
+                s = 0.0
+            effort[i] = tau_f[i] + coulomb[i] * s
             if impedance[i]:
                 goal[i] = posture[i]
             else:
                 goal[i] = velocity[i] * advance[i] + position[i]
-            goal[i] += tau_f[i] * own_offset[i]
+            goal[i] += effort[i] * own_offset[i]
             kp[i] = 0.0
             kd[i] = 0.0

@@ -12,7 +12,9 @@ third of the swing's acceleration.  Now the default step is one the servos can s
 (``trot.default_step_height``: ~4.3 mm at 0.1 m/s), the safety stage bounds a torque-carrying
 goal's offset from the joint instead of its speed (``controller.slew``), the posture of a
 swing leg counts in the swing task's units (``Gains.swing_posture``) and ``trot``'s swing gains
-catch up with the servo chain's lag.
+catch up with the servo chain's lag.  And the torque ``trot`` sends carries the servos' gearbox
+Coulomb friction (``coulomb_compensation``): without it the front feet stalled ~2 mm above
+their reference over the swing's last ~20 ms.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def swings():
     where it first comes back to its lift-off height, landing speed [m/s]: the most over
     +-5 ticks of the planned touchdown, the swing reference's height on its last tick over
     the lift-off point [m] and the foot's height over that reference at the planned
-    touchdown [m], both as the controller sees them); and the controller's status."""
+    touchdown [m], both as the controller sees them, and the swing reference's apex over the
+    lift-off point [m], as the controller sees it); and the controller's status."""
     cfg = builtin_config("quadruped")
     cfg = replace(cfg, controller=ControllerConfig(name="trot", params={"speed_mps": 0.1}))
     lock = make_lockstep(cfg)
@@ -91,7 +94,8 @@ def swings():
             land = top + land[0]                 # the planned touchdown (stance again)
             out.append((i, z[top, i] - z0, float(np.abs(vz[max(td - 3, top):td + 1, i]).max()),
                         float(np.abs(vz[land - 5:land + 6, i]).max()),
-                        ref[land - 1, i] - zc[a, i], zc[land, i] - ref[land - 1, i]))
+                        ref[land - 1, i] - zc[a, i], zc[land, i] - ref[land - 1, i],
+                        ref[a:land, i].max() - zc[a, i]))
     status["summary_warnings"] = summary["warnings"]
     return np.array(out), status
 
@@ -112,13 +116,29 @@ def test_the_swing_measurement_sees_every_foot_lift_and_land(swings):
 def test_swing_feet_follow_the_step_height_and_land_softly(swings):
     s, status = swings
     h = status["step_height_m"]
-    # every swing's peak within 30 % of the step the gait uses (before: 3-7 mm of 15)
-    assert np.all(np.abs(s[:, 1] - h) < 0.3 * h), s[:, 1]
+    # every swing's peak reaches 70 % of its reference's apex over where it lifted off (the
+    # step the gait uses, h, over the standing feet's mean height: 4.5-5.1 mm here; before
+    # issue 11's fixes 3-7 mm of 15) and overshoots it by at most 1.5 mm (0.0-1.4 measured
+    # since the servos' friction is compensated: the swing gains were set against it)
+    assert np.all(s[:, 1] > 0.7 * s[:, 6]), (s[:, 1], s[:, 6])
+    assert np.all(s[:, 1] < s[:, 6] + 1.5e-3), (s[:, 1], s[:, 6])
+    assert np.all(np.abs(s[:, 6] - h) < 0.2 * h), s[:, 6]
     # at the planned touchdown every foot comes down on the gait's slow final descent
     assert s[:, 3].max() < LAND_SPEED, s[:, 3]
-    # and most reach their lift-off height on it (before: a median 0.26 m/s); the rest are
-    # front feet that stall ~2.3 mm above their reference at the swing's end (s[:, 5]) and
-    # come down later, when the stance legs' load shifts (BENCHMARKS.md, daemon trot: the
-    # landing; the planned touchdown height is not the cause)
+    # and most reach their lift-off height on it (before: a median 0.26 m/s)
     assert np.median(s[:, 2]) < LAND_SPEED, s[:, 2]
+
+
+def test_swing_feet_end_on_their_reference(swings):
+    """At the planned touchdown every foot is within ~1 mm of its swing reference, front and
+    hind alike.  Before the servos' gearbox friction was compensated (``trot``'s
+    ``coulomb_compensation``) both front feet stalled 1.8-2.2 mm above it over the swing's last
+    ~20 ms (the hind 0.8-1.0 mm) and came down in stance, when the load shifted: the knee's
+    0.134 N m of Coulomb friction took most of the few tenths of a N m the end of the swing
+    asks (BENCHMARKS.md, daemon trot: the front feet's stall)."""
+    s, _ = swings
+    err = s[:, 5]                                 # foot over its reference at touchdown [m]
+    assert err.max() < 1.2e-3, err
+    front = np.isin(s[:, 0].astype(int), (0, 1))  # lf, rf: the feet that stalled
+    assert abs(np.median(err[front]) - np.median(err[~front])) < 0.4e-3, err
 

@@ -168,6 +168,7 @@ def test_default_feet_are_the_lowest_links_with_contact_geometry():
     ({"base_kp": -3}, "wbc.base_kp"),
     ({"speed": 1}, "unknown parameter 'speed'"),
     ({"position_servo": "stiff"}, "wbc.position_servo: 'stiff'; choose one of torque, impedance"),
+    ({"coulomb_compensation": "yes"}, "wbc.coulomb_compensation: expected true or false"),
 ])
 def test_bad_wbc_params_name_the_key(params, match):
     ctx = ControllerContext.from_config(builtin_config("quadruped"))
@@ -189,6 +190,37 @@ def test_bad_goals_and_trot_params_are_refused_with_the_reason():
     ctrl.begin_run(ctrl.robot.model.neutral(), None)       # goals are checked against the stand
     with pytest.raises(ControllerParamError, match="goal z"):
         ctrl.apply_goal({"z": 5.0})
+
+
+def test_the_goal_offset_carries_the_servos_coulomb_friction():
+    """The servo law the goal offset inverts is ``k_p (goal - q) - k_d dq - k_c sgn(dq)``:
+    ``trot`` adds ``k_c`` (the XM430's 0.134 N m) in the direction the joint moves, ramped over
+    ``COULOMB_BAND``, to the torque it sends and so to the goal; ``wbc`` does not unless asked
+    (issue 11: the front feet's stall at the end of the swing)."""
+    from servoloop.controller.controllers.wbc import COULOMB_BAND
+
+    ctx = ControllerContext.from_config(builtin_config("quadruped"))
+    runs = {}
+    for name, params in (("trot", {}), ("wbc", {}), ("wbc", {"coulomb_compensation": True})):
+        ctrl = make_controller(name, ctx, params)
+        kc = ctrl._coulomb.copy()
+        state, cmd = JointState.zeros(ctx.n), Command.zeros(ctx.n)
+        state.position[:] = ctrl._default_posture()
+        # one joint fast each way, one inside the band, one at rest
+        state.velocity[:4] = [2.0, -2.0, 0.25 * COULOMB_BAND, 0.0]
+        tau = np.full(ctx.n, 0.3)
+        ctrl._servo_command(tau, ctrl._tau, 1.0, state.position, state.velocity, ctrl._advance,
+                            ctrl.posture, ctrl._impedance_u8, ctrl._own_offset, ctrl._coulomb,
+                            COULOMB_BAND, cmd.effort, cmd.position, cmd.kp, cmd.kd)
+        runs[(name, bool(params))] = kc, cmd.effort.copy(), cmd.position - state.position
+    kc, effort, offset = runs[("trot", False)]
+    assert np.allclose(kc, 0.134)
+    assert np.allclose(effort[:4], [0.3 + 0.134, 0.3 - 0.134, 0.3 + 0.25 * 0.134, 0.3])
+    # the goal: the measured position, the damping advance, and the effort over k_p (20 N m/rad)
+    adv = runs[("trot", False)][2] - effort / 20.0
+    assert np.allclose(adv[:4], 0.0075 * np.array([2.0, -2.0, 0.25 * COULOMB_BAND, 0.0]))
+    assert np.allclose(runs[("wbc", False)][0], 0.0) and np.allclose(runs[("wbc", False)][1], 0.3)
+    assert np.allclose(runs[("wbc", True)][1], effort)
 
 
 def test_fixed_base_robot_is_refused():
