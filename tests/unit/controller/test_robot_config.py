@@ -65,6 +65,11 @@ def test_unknown_servo_key_names_index(tmp_path):
     ({"safety": {"comm_timeout_s": 0}}, "safety.comm_timeout_s"),
     ({"safety": {"comm_timeout_action": "explode"}}, "safety.comm_timeout_action"),
     ({"safety": {"max_velocity": -1.0}}, "safety.max_velocity"),
+    ({"safety": {"on_fall": "limp"}}, "safety.on_fall"),
+    ({"safety": {"fall_tilt_rad": 4.0}}, "safety.fall_tilt_rad"),
+    ({"safety": {"fall_rate_rad_s": 0}}, "safety.fall_rate_rad_s"),
+    ({"safety": {"fall_dwell_s": -0.1}}, "safety.fall_dwell_s"),
+    ({"safety": {"fall_damp_s": -1}}, "safety.fall_damp_s"),
     ({"logging": {"max_mb": 0}}, "logging.max_mb"),
     ({"bus": {"baud": True}}, "bus.baud"),
 ])
@@ -72,6 +77,12 @@ def test_bad_values_name_the_key(tmp_path, patch, key):
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, {"servos": SERVOS, **patch}))
     assert key in str(e.value)
+
+
+def test_a_wrong_fall_reaction_names_the_choices(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, {"servos": SERVOS, "safety": {"on_fall": "limp"}}))
+    assert "'limp'" in str(e.value) and all(c in str(e.value) for c in ("damp", "torque_off", "warn"))
 
 
 def test_duplicate_id_and_bad_limits(tmp_path):
