@@ -28,12 +28,8 @@ temperature / voltage          fault (checked every ``safety.monitor_every`` tic
 joint past limit + margin      fault (commands are always clamped to the limits)
 late ticks                     counted and skipped; fault after
                                ``safety.max_consecutive_missed`` late ticks in a row
-a fall (floating base + IMU)    the estimated base tilt past ``safety.fall_tilt_rad``
-                               (or half of it, tipping fast) for ``safety.fall_dwell_s``:
-                               ``safety.on_fall`` damp (soft servos for ``fall_damp_s``,
-                               then torque off) | torque_off | warn; a fault ``fall``
-                               (:mod:`controller.fall`); found tipped over before
-                               torque on: torque stays off
+a fall (floating base + IMU)    ``safety.on_fall``: damp, then torque off | torque_off |
+                               warn; fault ``fall``; tipped at startup: no torque (:mod:`controller.fall`)
 SIGINT / SIGTERM               shutdown with torque off; a second one: fault path
 stop command                   shutdown per ``shutdown.mode`` (hold | torque_off)
 =============================  =====================================================
@@ -62,6 +58,7 @@ from servoloop.controller.clock import MonotonicClock
 from servoloop.controller.config import RobotConfig
 from servoloop.controller.controllers import ControllerContext, make_controller
 from servoloop.controller.errors import LifecycleError
+from servoloop.controller.fall import stop_after
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.controller.lifecycle import Lifecycle, State
 from servoloop.controller.loop import ControlLoop
@@ -416,71 +413,7 @@ class Daemon:
         except Exception:  # noqa: BLE001 - nothing may stop us from stopping the servos
             self.lifecycle.state = State.FAULT
         self.loop.drain()    # the replies owed to a read-ahead request first (never raises)
-        saved = None
-        if (fault.kind == FaultKind.FALL and self.cfg.safety.on_fall == "damp" and self._torque_on
-                and not self.readonly and self._hard_stop is None):
-            saved = self._damp()
-        self.stop_all_servos()
-        if saved:
-            self._restore_gains(saved)
-
-    def _damp(self) -> dict:
-        """A fall's ``damp`` reaction: position servos' P gain (compliance slope) lowered, then
-        ``safety.fall_damp_s`` of ticks with goal := present (:meth:`ControlLoop._damp_command`);
-        a signal, a stop request or another fault ends it early.  Never raises.
-
-        Returns
-        -------
-        dict
-            ``{servo id: {register: raw value before}}``, to put back after torque off.
-        """
-        from servoloop.controller.fall import DAMP_GAIN_SHARE, DAMP_SLOPE
-        from servoloop.firmware_bridge.control_table import get_table
-
-        loop, saved = self.loop, {}
-        try:
-            for s in self.cfg.servos:
-                if s.mode in ("current", "velocity"):
-                    continue          # a current servo is damped host side; a wheel stops
-                regs = get_table(s.model).registers
-                if "position_p_gain" in regs:
-                    names = ("position_p_gain",)
-                elif "cw_compliance_slope" in regs:
-                    names = ("cw_compliance_slope", "ccw_compliance_slope")
-                else:
-                    continue
-                for name in names:
-                    old = _retry(lambda sid=s.id, name=name: self.bus.read_raw(sid, name), loop.errors)
-                    saved.setdefault(s.id, {})[name] = old
-                    soft = max(1, round(old * DAMP_GAIN_SHARE)) if name == "position_p_gain" else DAMP_SLOPE
-                    _retry(lambda sid=s.id, name=name, soft=soft: self.bus.write_raw(sid, name, soft),
-                           loop.errors)
-            loop.damping = True
-            for _ in range(max(1, round(self.cfg.safety.fall_damp_s * self.cfg.loop.rate_hz))):
-                if self._stop_request is not None or self._hard_stop is not None:
-                    break
-                try:
-                    loop.tick()
-                except FaultRaised as f:
-                    self.warnings.append(f"fall: damping ended early by {f.fault.kind.value}: {f.fault.message}")
-                    break
-        except Exception as exc:  # noqa: BLE001 - the fault path goes on to torque off
-            log.error("fall: damping failed (%s); torque off now", exc)
-            self.warnings.append(f"fall: damping failed ({exc}); torque off at once")
-        finally:
-            loop.damping = False
-            loop.drain()
-        return saved
-
-    def _restore_gains(self, saved: dict) -> None:
-        """Put back the gains :meth:`_damp` lowered (RAM: written with torque off); never raises."""
-        for sid, regs in saved.items():
-            for name, raw in regs.items():
-                try:
-                    _retry(lambda sid=sid, name=name, raw=raw: self.bus.write_raw(sid, name, raw),
-                           self.loop.errors)
-                except Exception as exc:  # noqa: BLE001
-                    self.warnings.append(f"fall: servo {sid}'s {name} not put back to {raw}: {exc}")
+        stop_after(self, fault, _retry)    # torque off (a fall with on_fall damp: soft servos first)
 
     def stop_all_servos(self) -> None:
         """Torque off on every servo, each in its own try, twice for those that fail; never raises.
@@ -574,15 +507,9 @@ class Daemon:
             "readonly": self.readonly,
             "read_ahead": self.loop.read_ahead,
             "comm": self.loop.safety.comm.status(),
-            "fall": self.fall(),
+            "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
-
-    def fall(self) -> dict | None:
-        """The fall, if the robot fell: ``t_s`` (loop time), ``tilt_rad``, ``tipping_rate_rad_s``
-        (estimated, when detected) and ``reaction`` (``safety.on_fall``); else None."""
-        det = self.loop.fall
-        return None if det is None or det.fell is None else dict(det.fell)
 
     def _estimate(self) -> dict:
         """``{"estimate": ...}`` for a floating base with an IMU (see BaseEstimator.summary), else {}."""
@@ -619,8 +546,8 @@ class Daemon:
         ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
         (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
-        ``fall`` (None, or when, how far and how fast the robot fell and the reaction: see
-        :meth:`fall`), ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
+        ``fall`` (None, or when, how far and how fast the robot fell and the reaction),
+        ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
         with an IMU ``estimate`` (``base_position_in_world`` [m], ``base_rpy`` [rad], ...)."""
         rt = self.env.report
         return {
@@ -646,17 +573,12 @@ class Daemon:
                 "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
             "warnings": (list(self.warnings) + list(getattr(self.controller, "warnings", ()))
-                         + self.loop.watchdog.warnings + self._comm_warnings() + self._fall_warning()),
+                         + self.loop.watchdog.warnings + self._comm_warnings() + self.loop.fall_warnings()),
             "bus_watchdog_trips": self.loop.watchdog.trips,
             "comm": self.loop.safety.comm.status(),
-            "fall": self.fall(),
+            "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
-
-    def _fall_warning(self) -> list[str]:
-        """With ``safety.on_fall: warn`` the fall is no fault: the summary still says it."""
-        det = self.loop.fall
-        return [] if det is None or det.fell is None or det.reaction != "warn" else [det.message()]
 
     def _comm_warnings(self) -> list[str]:
         """One summary warning when the comm ladder left ``ok`` during the run."""

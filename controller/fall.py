@@ -31,12 +31,15 @@ a row: the second rule sees the humanoid's fall 0.08 s sooner than the tilt alon
 
 from __future__ import annotations
 
+import logging
 import math
 
-from servoloop.controller.faults import Fault, FaultKind
+from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 
 __all__ = ["FallDetector", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
-           "base_tilt", "tipping_rate"]
+           "base_tilt", "tipping_rate", "damp", "restore_gains", "stop_after"]
+
+log = logging.getLogger("servoloop.daemon")
 
 #: ``safety.on_fall`` choices
 FALL_REACTIONS = ("damp", "torque_off", "warn")
@@ -139,3 +142,86 @@ class FallDetector:
             f"startup: the robot lies tipped over (its base {tilt:.2f} rad from upright, past "
             f"safety.fall_tilt_rad {self.tilt_limit}): torque stays off; set it on its feet "
             "(or its belly) and start again"))
+
+
+def _soften(bus, servos, retry, errors) -> dict:
+    """Lower each position servo's P gain (compliance slope); ``{id: {register: raw before}}``."""
+    from servoloop.firmware_bridge.control_table import get_table
+
+    saved: dict = {}
+    for s in servos:
+        if s.mode in ("current", "velocity"):
+            continue          # a current servo is damped host side; a wheel stops
+        regs = get_table(s.model).registers
+        names = (("position_p_gain",) if "position_p_gain" in regs else
+                 ("cw_compliance_slope", "ccw_compliance_slope") if "cw_compliance_slope" in regs else ())
+        for name in names:
+            old = retry(lambda sid=s.id, name=name: bus.read_raw(sid, name), errors)
+            saved.setdefault(s.id, {})[name] = old
+            soft = max(1, round(old * DAMP_GAIN_SHARE)) if name == "position_p_gain" else DAMP_SLOPE
+            retry(lambda sid=s.id, name=name, soft=soft: bus.write_raw(sid, name, soft), errors)
+    return saved
+
+
+def damp(loop, bus, cfg, retry, warnings, stopping) -> dict:
+    """A fall's ``damp`` reaction (the daemon's fault path, before torque off): the servos'
+    gains lowered, then ``safety.fall_damp_s`` of ticks with goal := present
+    (``ControlLoop._damp_command``); a stop request or a signal (``stopping()`` true) or
+    another fault ends it early.  Never raises.
+
+    Parameters
+    ----------
+    loop : ControlLoop; bus : the open Bus; cfg : RobotConfig
+    retry : callable(fn, errors), the daemon's retry of idempotent bus work
+    warnings : list, the run summary's (what cut the damping short goes there)
+    stopping : callable() -> bool
+
+    Returns
+    -------
+    dict
+        ``{servo id: {register: raw value before}}``, for :func:`restore_gains` after torque off.
+    """
+    saved: dict = {}
+    try:
+        saved = _soften(bus, cfg.servos, retry, loop.errors)
+        loop.damping = True
+        for _ in range(max(1, round(cfg.safety.fall_damp_s * cfg.loop.rate_hz))):
+            if stopping():
+                break
+            try:
+                loop.tick()
+            except FaultRaised as f:
+                warnings.append(f"fall: damping ended early by {f.fault.kind.value}: {f.fault.message}")
+                break
+    except Exception as exc:  # noqa: BLE001 - the fault path goes on to torque off
+        log.error("fall: damping failed (%s); torque off now", exc)
+        warnings.append(f"fall: damping failed ({exc}); torque off at once")
+    finally:
+        loop.damping = False
+        loop.drain()
+    return saved
+
+
+def restore_gains(bus, saved: dict, retry, errors, warnings) -> None:
+    """Put back the gains :func:`damp` lowered (RAM, written with torque off); never raises:
+    a gain not put back is said in ``warnings`` (the next connect finds it low)."""
+    for sid, regs in saved.items():
+        for name, raw in regs.items():
+            try:
+                retry(lambda sid=sid, name=name, raw=raw: bus.write_raw(sid, name, raw), errors)
+            except Exception as exc:  # noqa: BLE001
+                warnings.append(f"fall: servo {sid}'s {name} not put back to {raw}: {exc}")
+
+
+def stop_after(daemon, fault, retry) -> None:
+    """The fault path's stop (``daemon.stop_all_servos``), after :func:`damp` when ``fault`` is a
+    fall and ``safety.on_fall`` is ``damp`` (torque on, not read-only, no second signal), and the
+    gains :func:`damp` lowered put back after it; never raises."""
+    saved = None
+    if (fault.kind == FaultKind.FALL and daemon.cfg.safety.on_fall == "damp" and daemon._torque_on
+            and not daemon.readonly and daemon._hard_stop is None):
+        saved = damp(daemon.loop, daemon.bus, daemon.cfg, retry, daemon.warnings,
+                     lambda: daemon._stop_request is not None or daemon._hard_stop is not None)
+    daemon.stop_all_servos()
+    if saved:
+        restore_gains(daemon.bus, saved, retry, daemon.loop.errors, daemon.warnings)

@@ -271,6 +271,16 @@ class ControlLoop:
         self.safety.slew.held[i] = True
         self.safety.comm.disable(i)
 
+    def fall_summary(self) -> dict | None:
+        """``t_s``, ``tilt_rad``, ``tipping_rate_rad_s``, ``reaction`` if the robot fell, else None."""
+        f = self.fall
+        return None if f is None or f.fell is None else dict(f.fell)
+
+    def fall_warnings(self) -> list[str]:
+        """With ``safety.on_fall: warn`` the fall is no fault: the summary still says it."""
+        f = self.fall
+        return [] if f is None or f.fell is None or f.reaction != "warn" else [f.message()]
+
     def _damp_command(self) -> None:
         """A fallen robot's servos, soft (``safety.on_fall: damp``; their gains lowered by the
         daemon): goal := present, no torque but a damping current on current servos, wheels

@@ -122,6 +122,7 @@ def test_a_push_through_the_virtual_bus_does_not_topple_the_humanoid(controller)
     after = s[s[:, 5] > 2.5]                           # bus time of the samples
     assert after[:, 3].max() > 1.0                     # the push did tip it
     assert after[:, 2].min() > 0.19 and after[:, 3].max() < 20.0     # and it did not fall
+    assert summary["fall"] is None                     # nor did the fall detector think so
     assert s[-1, 3] < 3.0                              # upright again at the end
     true = plants[0].base_state()                      # run --json's `simulation` block
     assert true["base_position_in_world"][2] == pytest.approx(0.205, abs=0.005)
@@ -142,6 +143,7 @@ def test_wbc_holds_the_quadruped_through_a_push_given_by_the_bus():
     assert len(before) > 5 and len(after) > 20         # pushed while running
     assert after[:, 3].max() > 2.0                     # it was tipped
     assert after[:, 2].min() > 0.2 and after[:, 3].max() < 15.0       # not down
+    assert summary["fall"] is None                     # nor did the fall detector think so
     assert after[-1, 3] < 2.0 and np.ptp(after[-10:, 2]) < 0.003     # level and settled again
     # near where it stood: 44 mm before the estimator stopped standing on feet that slide
     # against its estimate (a trot's distance 8.3 -> 2.7 % short), 51 mm since: the simulator's

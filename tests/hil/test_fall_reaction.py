@@ -150,3 +150,26 @@ def test_a_robot_lying_on_its_side_at_startup_is_not_torqued_up():
     (f,) = summary["fault_details"]
     assert f["kind"] == "fall" and "lies tipped over" in f["message"], f
     assert not any(r[1].any() for r in rows) and not torque_end.any()
+
+
+def test_the_op3_like_humanoid_knocked_over_is_damped():
+    """Our OP3-like humanoid (20 XM430-W350 at 1 kHz, its IMU turned about z) shoved 3 N s
+    forward at the trunk: the fall is a fault ``fall``, its servos soft (P gain 1/8) for the
+    damping second, then off with their gains back."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.hil.test_op3like_humanoid import _config
+
+    with tempfile.TemporaryDirectory() as d:
+        cfg = _config(Path(d), [PushConfig(2.5, (3.0, 0.0, 0.0))])
+        summary, rows, (torque_end, kp_end, n_run) = run(cfg, 3.0)
+    fall = _fall_of(summary, "damp")
+    assert [f["kind"] for f in summary["fault_details"]] == ["fall"], summary["fault_details"]
+    assert 0.0 < fall["t_s"]
+    kp = np.array([r[2] for r in rows[:n_run]])
+    on = np.array([r[1] for r in rows[:n_run]])
+    soft = np.isclose(kp, 0.125).all(axis=1)
+    assert soft.sum() >= 0.9 * cfg.loop.rate_hz * cfg.safety.fall_damp_s and on[soft].all()
+    assert not torque_end.any() and (kp_end == 1.0).all()
+    assert max(r[4] for r in rows) > 1.0                              # it went down

@@ -65,11 +65,6 @@ def test_unknown_servo_key_names_index(tmp_path):
     ({"safety": {"comm_timeout_s": 0}}, "safety.comm_timeout_s"),
     ({"safety": {"comm_timeout_action": "explode"}}, "safety.comm_timeout_action"),
     ({"safety": {"max_velocity": -1.0}}, "safety.max_velocity"),
-    ({"safety": {"on_fall": "limp"}}, "safety.on_fall"),
-    ({"safety": {"fall_tilt_rad": 4.0}}, "safety.fall_tilt_rad"),
-    ({"safety": {"fall_rate_rad_s": 0}}, "safety.fall_rate_rad_s"),
-    ({"safety": {"fall_dwell_s": -0.1}}, "safety.fall_dwell_s"),
-    ({"safety": {"fall_damp_s": -1}}, "safety.fall_damp_s"),
     ({"logging": {"max_mb": 0}}, "logging.max_mb"),
     ({"bus": {"baud": True}}, "bus.baud"),
 ])
@@ -79,10 +74,23 @@ def test_bad_values_name_the_key(tmp_path, patch, key):
     assert key in str(e.value)
 
 
-def test_a_wrong_fall_reaction_names_the_choices(tmp_path):
-    with pytest.raises(ConfigError) as e:
-        load_config(write(tmp_path, {"servos": SERVOS, "safety": {"on_fall": "limp"}}))
-    assert "'limp'" in str(e.value) and all(c in str(e.value) for c in ("damp", "torque_off", "warn"))
+def test_the_fall_keys_load_and_bad_values_name_the_key_and_the_range(tmp_path):
+    """``safety.on_fall`` and the fall thresholds (controller/fall.py): the defaults, a user's
+    values, and each wrong value naming its key and what it may be."""
+    cfg = load_config(write(tmp_path, {"servos": SERVOS}))
+    assert (cfg.safety.on_fall, cfg.safety.fall_tilt_rad, cfg.safety.fall_rate_rad_s) == ("damp", 0.8, 2.0)
+    cfg = load_config(write(tmp_path, {"servos": SERVOS, "safety": {
+        "on_fall": "torque_off", "fall_tilt_rad": 0.6, "fall_rate_rad_s": None, "fall_dwell_s": 0.05,
+        "fall_damp_s": 0.5}}))
+    assert (cfg.safety.on_fall, cfg.safety.fall_rate_rad_s, cfg.safety.fall_damp_s) == ("torque_off", None, 0.5)
+    for patch, key, said in (({"on_fall": "limp"}, "safety.on_fall", "('damp', 'torque_off', 'warn')"),
+                             ({"fall_tilt_rad": 4.0}, "safety.fall_tilt_rad", "(0, pi)"),
+                             ({"fall_rate_rad_s": 0}, "safety.fall_rate_rad_s", "> 0"),
+                             ({"fall_dwell_s": -0.1}, "safety.fall_dwell_s", ">= 0"),
+                             ({"fall_damp_s": -1}, "safety.fall_damp_s", ">= 0")):
+        with pytest.raises(ConfigError) as e:
+            load_config(write(tmp_path, {"servos": SERVOS, "safety": patch}))
+        assert key in str(e.value) and said in str(e.value), str(e.value)
 
 
 def test_duplicate_id_and_bad_limits(tmp_path):
