@@ -21,12 +21,14 @@ gears strip, the robot thrashes.  The loop reacts per ``safety.on_fall``:
 torque (the thrash above) nor drop limp (limbs folding under a limp robot hit the floor
 first, at full speed): the soft servos brake the limbs through the landing, then let go.
 
-Thresholds, measured through the virtual bus (lockstep, BENCHMARKS.md "falls"): pushes the
-robots recover from tilt the estimated base at most 0.11 rad (the quadruped, 2 N s) with a
-one-tick tipping-rate spike of 1.7 rad/s at the push; pushes that knock them over pass
-0.4 rad at 2.6-9 rad/s.  A fall is a tilt past ``fall_tilt_rad`` (0.8 rad), or past half of
-it while tipping faster than ``fall_rate_rad_s`` (2 rad/s), for ``fall_dwell_s`` (0.02 s) in
-a row: the second rule sees the humanoid's fall 0.08 s sooner than the tilt alone.
+Thresholds, measured through the virtual bus (lockstep, BENCHMARKS.md "Falls"): pushes the
+robots recover from, and their stand-ups, tilt the estimated base at most 0.11 rad (the
+quadruped, 2 N s) with a one-tick tipping-rate spike of 1.7 rad/s at the push; pushes that
+knock them over pass 0.45 rad at 2.2-9 rad/s.  A fall is a tilt past ``fall_tilt_rad``
+(0.8 rad), or past half of it while tipping faster than ``fall_rate_rad_s`` (2 rad/s), for
+``fall_dwell_s`` (0.02 s) in a row: the second rule sees the falls 0.03-0.15 s sooner than
+the tilt alone (the humanoid's 0.11 s).  The rate alone would not do: a push's first tick
+reads up to 3 rad/s while the tilt is still ~0.01 rad.
 """
 
 from __future__ import annotations
