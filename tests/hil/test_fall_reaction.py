@@ -173,3 +173,23 @@ def test_the_op3_like_humanoid_knocked_over_is_damped():
     assert soft.sum() >= 0.9 * cfg.loop.rate_hz * cfg.safety.fall_damp_s and on[soft].all()
     assert not torque_end.any() and (kp_end == 1.0).all()
     assert max(r[4] for r in rows) > 1.0                              # it went down
+
+
+def test_the_fall_is_in_the_status_and_a_telemetry_event(tmp_path):
+    """``servoloop status``'s reply and the telemetry file say when, how far and what was done."""
+    from servoloop.controller.telemetry_format import read_telemetry
+
+    cfg = quadruped("torque_off")
+    lock = make_lockstep(cfg)
+    try:
+        daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=tmp_path / "fall.sltl", socket_path=None)
+        summary = daemon.run(cfg.startup.ramp_s + 1.5)
+        status = daemon.status()
+    finally:
+        lock.close()
+    assert status["fall"] == summary["fall"] and status["fall"]["reaction"] == "torque_off"
+    assert status["state"] == "fault" and status["fault_details"][0]["kind"] == "fall"
+    events = [e for e in read_telemetry(tmp_path / "fall.sltl").events if e["kind"] == "fall"]
+    assert len(events) == 1, events
+    assert "the robot fell" in events[0]["message"] and events[0]["fault"]["kind"] == "fall"
+    assert events[0]["t_s"] == pytest.approx(summary["fall"]["t_s"], abs=1e-6)
