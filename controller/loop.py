@@ -354,7 +354,7 @@ class ControlLoop:
             f = self.fall.check(self.t_s())
             if f is not None:
                 self._event("fall", f.message, f)
-                if fault is None and self.fall.reaction != "warn":
+                if fault is None and self.fall.reaction != "warn" and not self.readonly:
                     fault = f
         if ok:
             if self.damping:    # a fallen robot's joints may lie past their limits: no fault

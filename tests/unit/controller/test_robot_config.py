@@ -227,3 +227,14 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
     p.write_text("robot: r\nloop: {rate_hz: 100, rate_hz: 200}\n")           # in a flow mapping too
     with pytest.raises(ConfigError, match="key 'rate_hz' given twice"):
         load_config(p)
+
+
+def test_the_documented_fall_settings_are_the_defaults(tmp_path):
+    """docs/own-robot.md section 5c's ``safety:`` block loads and gives what a config without
+    it gets: the page cannot drift from the code."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "own-robot.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, flags=re.S) if "on_fall:" in b)
+    documented = load_config(write(tmp_path, {"servos": SERVOS, **yaml.safe_load(block)})).safety
+    assert documented == load_config(write(tmp_path, {"servos": SERVOS}, "plain.yaml")).safety
