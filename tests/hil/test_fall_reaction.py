@@ -97,7 +97,7 @@ def test_a_quadruped_knocked_over_gets_the_reaction_asked(on_fall):
         assert [w for w in summary["warnings"] if "the robot fell" in w], summary["warnings"]
         lying = pushed[:n_run] & (t[:n_run] > T_PUSH + 0.5)
         assert on[:n_run][pushed[:n_run]].all() and (kp == 1.0).all()    # never let go
-        assert tau[:n_run][lying].max() > 5 * COULOMB_NM             # and drives its torque into the floor
+        assert np.median(tau[:n_run][lying]) > 0.5                   # and drives its torque into the floor
         return
     # the first tick after the push with a servo let go or softened: the reaction
     k_fall = int(np.argmax(pushed & ((kp != 1.0).any(axis=1) | ~on.all(axis=1))))
@@ -116,6 +116,9 @@ def test_a_quadruped_knocked_over_gets_the_reaction_asked(on_fall):
         return
     damped = (t >= t_fall) & (t < t_fall + 0.9)                      # fall_damp_s: 1 s
     assert on[damped].all() and np.allclose(kp[damped], 0.125, atol=0.002)   # soft, not limp
+    # the joints' torque while damped (largest of the 12, median over the window): 0.24 N m,
+    # where the controller left on (warn) drives 1.16 into the floor
+    assert np.median(tau[damped & (t > T_PUSH + 0.5)]) < 0.5
     assert not on[t > t_fall + 1.1].any()                            # then off
     assert fall["t_s"] > 0
 
