@@ -253,6 +253,15 @@ class SafetyConfig:
     # "disable_servo" (torque off that servo, keep the others running)
     on_hardware_error: str = "fault"
     max_reboots: int = 1
+    # a fall (controller/fall.py), on a floating base with an IMU: the estimated base tilt past
+    # fall_tilt_rad (None: no detection), or past half of it while tipping faster than
+    # fall_rate_rad_s (None: tilt only), for fall_dwell_s in a row; then on_fall
+    # "damp" (soft servos for fall_damp_s, then torque off) | "torque_off" | "warn"
+    fall_tilt_rad: float | None = 0.8
+    fall_rate_rad_s: float | None = 2.0
+    fall_dwell_s: float = 0.02
+    on_fall: str = "damp"
+    fall_damp_s: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -274,6 +274,20 @@ def check_safety(sf, err, shutdown_modes, reactions) -> None:
             f"safety.on_hardware_error {sf.on_hardware_error!r} is not one of {reactions}",
             "safety.on_hardware_error",
         )
+    from servoloop.controller.fall import FALL_REACTIONS
+
+    if sf.on_fall not in FALL_REACTIONS:
+        raise err(f"safety.on_fall {sf.on_fall!r} is not one of {FALL_REACTIONS}", "safety.on_fall")
+    if sf.fall_tilt_rad is not None and not 0 < sf.fall_tilt_rad < math.pi:
+        raise err(f"safety.fall_tilt_rad must be in (0, pi) rad (or null: no fall detection), "
+                  f"got {sf.fall_tilt_rad}", "safety.fall_tilt_rad")
+    if sf.fall_rate_rad_s is not None and not sf.fall_rate_rad_s > 0:
+        raise err(f"safety.fall_rate_rad_s must be > 0 rad/s (or null: the tilt alone), "
+                  f"got {sf.fall_rate_rad_s}", "safety.fall_rate_rad_s")
+    for key in ("fall_dwell_s", "fall_damp_s"):
+        v = getattr(sf, key)
+        if not v >= 0:
+            raise err(f"safety.{key} must be >= 0 s, got {v}", f"safety.{key}")
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -28,6 +28,8 @@ temperature / voltage          fault (checked every ``safety.monitor_every`` tic
 joint past limit + margin      fault (commands are always clamped to the limits)
 late ticks                     counted and skipped; fault after
                                ``safety.max_consecutive_missed`` late ticks in a row
+a fall (floating base + IMU)    ``safety.on_fall``: damp, then torque off | torque_off |
+                               warn; fault ``fall``; tipped at startup: no torque (:mod:`controller.fall`)
 SIGINT / SIGTERM               shutdown with torque off; a second one: fault path
 stop command                   shutdown per ``shutdown.mode`` (hold | torque_off)
 =============================  =====================================================
@@ -56,6 +58,7 @@ from servoloop.controller.clock import MonotonicClock
 from servoloop.controller.config import RobotConfig
 from servoloop.controller.controllers import ControllerContext, make_controller
 from servoloop.controller.errors import LifecycleError
+from servoloop.controller.fall import stop_after
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 from servoloop.controller.lifecycle import Lifecycle, State
 from servoloop.controller.loop import ControlLoop
@@ -410,7 +413,7 @@ class Daemon:
         except Exception:  # noqa: BLE001 - nothing may stop us from stopping the servos
             self.lifecycle.state = State.FAULT
         self.loop.drain()    # the replies owed to a read-ahead request first (never raises)
-        self.stop_all_servos()
+        stop_after(self, fault, _retry)    # torque off (a fall with on_fall damp: soft servos first)
 
     def stop_all_servos(self) -> None:
         """Torque off on every servo, each in its own try, twice for those that fail; never raises.
@@ -504,6 +507,7 @@ class Daemon:
             "readonly": self.readonly,
             "read_ahead": self.loop.read_ahead,
             "comm": self.loop.safety.comm.status(),
+            "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
 
@@ -542,6 +546,7 @@ class Daemon:
         ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
         (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
+        ``fall`` (None, or when, how far and how fast the robot fell and the reaction),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
         with an IMU ``estimate`` (``base_position_in_world`` [m], ``base_rpy`` [rad], ...)."""
         rt = self.env.report
@@ -568,9 +573,10 @@ class Daemon:
                 "spin_us": getattr(self.clock, "spin_ns", 0) / 1e3,
             },
             "warnings": (list(self.warnings) + list(getattr(self.controller, "warnings", ()))
-                         + self.loop.watchdog.warnings + self._comm_warnings()),
+                         + self.loop.watchdog.warnings + self._comm_warnings() + self.loop.fall_warnings()),
             "bus_watchdog_trips": self.loop.watchdog.trips,
             "comm": self.loop.safety.comm.status(),
+            "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
 

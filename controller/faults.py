@@ -37,6 +37,7 @@ class FaultKind(str, enum.Enum):
     LATE = "late"                  # safety.max_consecutive_missed late ticks in a row
     SIGNAL = "signal"              # a second SIGINT/SIGTERM during shutdown
     SHUTDOWN = "shutdown"          # torque off failed during a clean shutdown
+    FALL = "fall"                  # the robot fell (safety.fall_tilt_rad; reaction safety.on_fall)
     CONTROL = "control"            # the controller found no command for too long (e.g. its contact ID)
     INTERNAL = "internal"          # a bug or an interrupt inside the loop
 

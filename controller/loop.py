@@ -11,6 +11,7 @@
                     temperature and input voltage riding along (bus_stages.MonitorStage)
       -> estimate   servo -> joint; the floating base     (estimator.Estimator,
                     from IMU + leg kinematics              base_estimator.BaseEstimator)
+      -> fall       the base estimate tipped over?        (fall.FallDetector; safety.on_fall)
       -> control    ramp | controller | frozen            (control_stage.ControlStage)
       -> safety     limits, clamp, slew limit, comm ladder, late ticks (safety.SafetyStage)
       -> joint map  torque -> goal offset / current, joint -> servo (joint_map.JointMap);
@@ -76,6 +77,7 @@ def velocity_limits(bus, servos, tables) -> np.ndarray:
     return out
 
 _RUN = int(State.RUN)
+_STARTUP = int(State.STARTUP)
 
 
 class ControlLoop:
@@ -148,6 +150,16 @@ class ControlLoop:
             self.base_estimator = BaseEstimator(cfg, self.state.base, self.state.position,
                                                 self.state.velocity, 1.0 / cfg.loop.rate_hz)
         self.estimate = Estimator(self.joint_map, self.state, self.current, self.base_estimator)
+        #: the fall detector (controller/fall.py): every floating base with the estimate stage
+        self.fall = None
+        if self.base_estimator is not None and cfg.safety.fall_tilt_rad is not None:
+            from servoloop.controller.fall import DAMP_KD, FallDetector
+
+            self.fall = FallDetector(cfg.safety, self.state.base, cfg.loop.rate_hz)
+        #: True while a fall's ``damp`` reaction runs (the daemon's): goal := present, no torque
+        self.damping = False
+        self._damp_kd = np.where(self.joint_map.is_current, DAMP_KD, 0.0) if self.fall else np.zeros(n)
+        self._event = event
         ramp = StartupRamp(ctx, cfg.startup.via, int(round(cfg.startup.ramp_s * cfg.loop.rate_hz)))
         self.control = ControlStage(controller, ramp, self.state, self.cmd, event)
         self.safety = SafetyStage(cfg.safety, self.joint_names, self.ids, ctx.lower, ctx.upper,
@@ -259,6 +271,27 @@ class ControlLoop:
         self.safety.slew.held[i] = True
         self.safety.comm.disable(i)
 
+    def fall_summary(self) -> dict | None:
+        """``t_s``, ``tilt_rad``, ``tipping_rate_rad_s``, ``reaction`` if the robot fell, else None."""
+        f = self.fall
+        return None if f is None or f.fell is None else dict(f.fell)
+
+    def fall_warnings(self) -> list[str]:
+        """With ``safety.on_fall: warn`` the fall is no fault: the summary still says it."""
+        f = self.fall
+        return [] if f is None or f.fell is None or f.reaction != "warn" else [f.message()]
+
+    def _damp_command(self) -> None:
+        """A fallen robot's servos, soft (``safety.on_fall: damp``; their gains lowered by the
+        daemon): goal := present, no torque but a damping current on current servos, wheels
+        to rest."""
+        cmd = self.cmd
+        np.copyto(cmd.position, self.state.position)
+        cmd.effort[:] = 0.0
+        cmd.kp[:] = 0.0
+        np.copyto(cmd.kd, self._damp_kd)
+        cmd.velocity[:] = 0.0
+
     def drain(self) -> None:
         """Take the replies of a read request still outstanding (read-ahead) off the bus, so
         the loop never leaves one behind when it stops; never raises."""
@@ -317,11 +350,20 @@ class ControlLoop:
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
             np.copyto(self.state.velocity, 0.0, where=self.disabled)
+        if self.fall is not None and (code == _RUN or code == _STARTUP):
+            f = self.fall.check(self.t_s())
+            if f is not None:
+                self._event("fall", f.message, f)
+                if fault is None and self.fall.reaction != "warn" and not self.readonly:
+                    fault = f
         if ok:
-            f = safety.check_measured(self.state.position)
-            if fault is None:
-                fault = f
-            self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
+            if self.damping:    # a fallen robot's joints may lie past their limits: no fault
+                self._damp_command()
+            else:
+                f = safety.check_measured(self.state.position)
+                if fault is None:
+                    fault = f
+                self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
             self.actuate()
             if fault is None and not self.readonly:
                 t = clock.now_ns()

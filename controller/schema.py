@@ -17,6 +17,7 @@ import typing
 from typing import Any
 
 from servoloop.controller import config as C
+from servoloop.controller.fall import FALL_REACTIONS
 
 __all__ = ["config_schema"]
 
@@ -24,6 +25,7 @@ __all__ = ["config_schema"]
 _ENUMS = {
     ("ServoConfig", "mode"): C.SERVO_MODES,
     ("ShutdownConfig", "mode"): C.SHUTDOWN_MODES,
+    ("SafetyConfig", "on_fall"): FALL_REACTIONS,
     ("BusConfig", "protocol"): (1, 2, "mixed"),
     ("GroundConfig", "contact"): C.GROUND_CONTACTS,
     ("GroundConfig", "solver"): C.GROUND_SOLVERS,

@@ -112,6 +112,12 @@ def hold_present_pose(loop, bus, ids, readonly: bool, startup_margin: float) -> 
                                 "startup: could not read the present position of every servo (3 tries)"))
     loop.estimate.run()
     state, limits = loop.state, loop.safety.limits
+    if loop.fall is not None and loop.imu is not None:
+        # a robot lying on its side or back would thrash on the floor once torqued up
+        loop.imu.run()
+        fell = loop.fall.check_start(loop.imu.reader.rpy, loop.cfg.imu.rotation_rpy)
+        if fell is not None:
+            raise FaultRaised(fell)
     # A joint may rest a little outside its limits (a robot lying on its
     # mechanical stops); further out, the reading itself is suspect
     # (wrap-around, lost turn count: field notes a8) and nothing moves.

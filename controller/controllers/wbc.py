@@ -64,8 +64,8 @@ daemon's fault path turns torque off or holds, as configured: old torques
 are not a command for a robot whose contacts have changed.
 
 The run summary's ``warnings`` (:attr:`warnings`) say when a joint was asked more than its
-servo's stall torque on over 1 % of the ticks, when the estimated base tilted past 0.8 rad
-(fallen), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
+servo's stall torque on over 1 % of the ticks, when the base tilted past 0.8 rad (fallen; on a
+robot with an IMU the loop's fall detector says it and reacts, ``safety.on_fall``), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
 
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
@@ -105,8 +105,9 @@ OVER_STALL_SHARE = 0.01
 #: standing joint's reading noise moves it by a quarter of k_c at most.  Measured on the trot
 #: (BENCHMARKS.md): 0.05 and 0.1 rad/s gave the same swings
 COULOMB_BAND = 0.1
-#: base tilt (angle of its z axis from the vertical) past which the run summary says the robot
-#: fell [rad]; the torques after it are not the robot's needs (not counted against stall)
+#: base tilt (angle of its z axis from the vertical) past which the robot counts as fallen
+#: [rad]: the torques after it are not the robot's needs (not counted against stall); without
+#: an IMU (no fall detector in the loop) the run summary says it fell
 FALLEN_TILT = 0.8
 
 
@@ -174,6 +175,8 @@ class WbcController(Controller):
         self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
         self._fallen_cos = math.cos(FALLEN_TILT)
         cfg = ctx.config
+        self._loop_sees_falls = (cfg is not None and getattr(cfg, "imu", None) is not None
+                                 and cfg.safety.fall_tilt_rad is not None)
         if cfg is not None and getattr(cfg, "imu", None) is None and len(self.robot.feet) < 3:
             # base_source levels the base over the stance feet: it needs three (a plane)
             self._warnings.append(
@@ -496,7 +499,8 @@ class WbcController(Controller):
     @property
     def warnings(self) -> list[str]:
         """What the run summary should say about this controller (the daemon collects it)."""
-        fell = [] if self._fell is None else [
+        # with an IMU the loop's fall detector (controller/fall.py) reports and reacts to it
+        fell = [] if self._fell is None or self._loop_sees_falls else [
             f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
             f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
         return self._warnings + self._torque_warning() + fell

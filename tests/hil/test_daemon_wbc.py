@@ -124,6 +124,7 @@ def test_a_push_through_the_virtual_bus_does_not_topple_the_humanoid(controller)
     # the humanoid to 0.95 deg, every tick; given as a one-step velocity jump it tipped it past 1)
     assert after[:, 3].max() > 0.8
     assert after[:, 2].min() > 0.19 and after[:, 3].max() < 20.0     # and it did not fall
+    assert summary["fall"] is None                     # nor did the fall detector think so
     assert s[-1, 3] < 3.0                              # upright again at the end
     true = plants[0].base_state()                      # run --json's `simulation` block
     assert true["base_position_in_world"][2] == pytest.approx(0.205, abs=0.005)
@@ -144,6 +145,7 @@ def test_wbc_holds_the_quadruped_through_a_push_given_by_the_bus():
     assert len(before) > 5 and len(after) > 20         # pushed while running
     assert after[:, 3].max() > 2.0                     # it was tipped
     assert after[:, 2].min() > 0.2 and after[:, 3].max() < 15.0       # not down
+    assert summary["fall"] is None                     # nor did the fall detector think so
     assert after[-1, 3] < 2.0 and np.ptp(after[-10:, 2]) < 0.003     # level and settled again
     # near where it stood: 12 mm since the push is a force over 50 ms the IMU feels; 51 mm when
     # it was a one-step velocity jump the accelerometer missed, so the estimate lagged and the

@@ -86,6 +86,7 @@ def test_wbc_keeps_the_op3_like_humanoid_up_through_a_push(tmp_path):
     moved = np.abs(after[:, 0] - before[-1, 0])
     assert moved.max() > 0.005                                  # the push did move it
     assert after[:, 3].max() < 10.0 and after[:, 2].min() > before[-1, 2] - 0.01   # not down
+    assert summary["fall"] is None                              # nor seen as a fall
     # upright (startup leaves the trunk at 3.8 deg; after the push it creeps back to ~3.5)
     # and near where it stood
     assert after[-1, 3] < 5.0 and moved[-1] < 0.03

@@ -69,7 +69,7 @@ def test_trot_on_a_biped_is_refused_naming_its_feet_and_walk():
 @pytest.mark.parametrize("impulse", [0.0, 2.0])
 def test_a_fall_is_said_in_the_summary(tmp_path, impulse):
     """A shove at the pelvis through the bus (N s): the built-in humanoid takes none standing and
-    falls over at 2 N s (an arm then hits its limit on the floor: a fault); a run that ended
+    falls over at 2 N s (the fall is a fault of its own: ``safety.on_fall``); a run that ended
     with the robot on the floor did not say it had fallen (the estimate's rpy was the only sign). The torques asked once it is down are not counted
     against the servos' stall torque."""
     for f in ("humanoid.urdf", "humanoid.yaml"):
@@ -82,7 +82,11 @@ def test_a_fall_is_said_in_the_summary(tmp_path, impulse):
     fell = [w for w in s["warnings"] if "the robot fell" in w]
     if not impulse:
         assert not fell and max(abs(a) for a in s["simulation"]["base_rpy"][:2]) < 0.1, s["warnings"]
+        assert s["fall"] is None
         return
-    assert len(fell) == 1, s["warnings"]
+    # the loop's fall detector (controller/fall.py) reacts: safety.on_fall damp by default
+    assert s["state"] == "fault" and [f["kind"] for f in s["fault_details"]] == ["fall"], s["faults"]
+    assert s["fall"]["reaction"] == "damp" and s["fall"]["tilt_rad"] > 0.4
+    assert "the robot fell" in s["faults"][0] and not fell, s["warnings"]     # said once
     assert max(abs(a) for a in s["simulation"]["base_rpy"][:2]) > 0.8      # it is down
     assert not [w for w in s["warnings"] if "stall torque" in w], s["warnings"]

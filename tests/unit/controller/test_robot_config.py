@@ -74,6 +74,25 @@ def test_bad_values_name_the_key(tmp_path, patch, key):
     assert key in str(e.value)
 
 
+def test_the_fall_keys_load_and_bad_values_name_the_key_and_the_range(tmp_path):
+    """``safety.on_fall`` and the fall thresholds (controller/fall.py): the defaults, a user's
+    values, and each wrong value naming its key and what it may be."""
+    cfg = load_config(write(tmp_path, {"servos": SERVOS}))
+    assert (cfg.safety.on_fall, cfg.safety.fall_tilt_rad, cfg.safety.fall_rate_rad_s) == ("damp", 0.8, 2.0)
+    cfg = load_config(write(tmp_path, {"servos": SERVOS, "safety": {
+        "on_fall": "torque_off", "fall_tilt_rad": 0.6, "fall_rate_rad_s": None, "fall_dwell_s": 0.05,
+        "fall_damp_s": 0.5}}))
+    assert (cfg.safety.on_fall, cfg.safety.fall_rate_rad_s, cfg.safety.fall_damp_s) == ("torque_off", None, 0.5)
+    for patch, key, said in (({"on_fall": "limp"}, "safety.on_fall", "('damp', 'torque_off', 'warn')"),
+                             ({"fall_tilt_rad": 4.0}, "safety.fall_tilt_rad", "(0, pi)"),
+                             ({"fall_rate_rad_s": 0}, "safety.fall_rate_rad_s", "> 0"),
+                             ({"fall_dwell_s": -0.1}, "safety.fall_dwell_s", ">= 0"),
+                             ({"fall_damp_s": -1}, "safety.fall_damp_s", ">= 0")):
+        with pytest.raises(ConfigError) as e:
+            load_config(write(tmp_path, {"servos": SERVOS, "safety": patch}))
+        assert key in str(e.value) and said in str(e.value), str(e.value)
+
+
 def test_duplicate_id_and_bad_limits(tmp_path):
     dup = [SERVOS[0], dict(SERVOS[1], id=1)]
     with pytest.raises(ConfigError, match="id 1 already used"):
@@ -208,3 +227,14 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
     p.write_text("robot: r\nloop: {rate_hz: 100, rate_hz: 200}\n")           # in a flow mapping too
     with pytest.raises(ConfigError, match="key 'rate_hz' given twice"):
         load_config(p)
+
+
+def test_the_documented_fall_settings_are_the_defaults(tmp_path):
+    """docs/own-robot.md section 5c's ``safety:`` block loads and gives what a config without
+    it gets: the page cannot drift from the code."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "own-robot.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, flags=re.S) if "on_fall:" in b)
+    documented = load_config(write(tmp_path, {"servos": SERVOS, **yaml.safe_load(block)})).safety
+    assert documented == load_config(write(tmp_path, {"servos": SERVOS}, "plain.yaml")).safety

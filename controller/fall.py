@@ -1,0 +1,229 @@
+"""A fall: the estimated base tilt (and how fast it tips) past the ``safety.fall_*`` thresholds.
+
+One detector for every floating-base robot with the estimate stage (IMU on the bus), in
+the tick right after the estimate, whatever the controller.  A controller that keeps
+driving a robot lying on the floor drives stall torque into it: the servos overheat, the
+gears strip, the robot thrashes.  The loop reacts per ``safety.on_fall``:
+
+==============  ===========================================================================
+``damp``        (default) the servos made soft, not limp, for ``safety.fall_damp_s``: each
+                position servo's P gain lowered (X / MX(2.0): Position P Gain :data:`DAMP_GAIN_SHARE`
+                of its value; AX / MX(1.0): the compliance slope at :data:`DAMP_SLOPE`) and its
+                goal set to the present position every tick; a current servo gets only a
+                damping current ``-DAMP_KD dq / k_t``.  Then torque off, the gains put back,
+                and the run ends in the fault state (kind ``fall``)
+``torque_off``  torque off on every servo at once (the fault path), fault ``fall``
+``warn``        the run goes on (the behaviour before this reaction existed); the fall is
+                said in the summary, ``status`` and a telemetry event
+==============  ===========================================================================
+
+``damp`` is the default because a real robot that falls should neither keep its stall
+torque (the thrash above) nor drop limp (limbs folding under a limp robot hit the floor
+first, at full speed): the soft servos brake the limbs through the landing, then let go.
+
+Thresholds, measured through the virtual bus (lockstep, BENCHMARKS.md "Falls"): pushes the
+robots recover from, and their stand-ups, tilt the estimated base at most 0.11 rad (the
+quadruped, 2 N s) with a one-tick tipping-rate spike of 1.7 rad/s at the push; pushes that
+knock them over pass 0.45 rad at 2.2-9 rad/s.  A fall is a tilt past ``fall_tilt_rad``
+(0.8 rad), or past half of it while tipping faster than ``fall_rate_rad_s`` (2 rad/s), for
+``fall_dwell_s`` (0.02 s) in a row: the second rule sees the falls 0.03-0.15 s sooner than
+the tilt alone (the humanoid's 0.11 s).  The rate alone would not do: a push's first tick
+reads up to 3 rad/s while the tilt is still ~0.01 rad.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from servoloop.controller.faults import Fault, FaultKind, FaultRaised
+
+__all__ = ["FallDetector", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
+           "base_tilt", "tipping_rate", "damp", "restore_gains", "stop_after"]
+
+log = logging.getLogger("servoloop.daemon")
+
+#: ``safety.on_fall`` choices
+FALL_REACTIONS = ("damp", "torque_off", "warn")
+#: share of its Position P Gain a position servo keeps while damped (X: 800 -> 100)
+DAMP_GAIN_SHARE = 0.125
+#: AX / MX(1.0) compliance slope while damped (factory 32; the e-Manual: a larger slope is a
+#: softer servo; 254 is the register's top)
+DAMP_SLOPE = 254
+#: N m s/rad, the damping a current-mode servo gets while damped (host side)
+DAMP_KD = 0.05
+
+
+def base_tilt(q) -> float:
+    """Angle of the base's z axis from the world vertical, rad; ``q`` (x, y, z, w) base -> world."""
+    c = 1.0 - 2.0 * (q[0] * q[0] + q[1] * q[1])
+    return math.acos(-1.0 if c < -1.0 else 1.0 if c > 1.0 else c)
+
+
+def tipping_rate(q, w) -> float:
+    """How fast the base tips, rad/s: the norm of the angular velocity ``w`` (base frame, rad/s)
+    without its part about the world vertical (turning in place is not tipping)."""
+    x, y, z, s = q[0], q[1], q[2], q[3]
+    ux, uy, uz = 2.0 * (x * z - s * y), 2.0 * (y * z + s * x), 1.0 - 2.0 * (x * x + y * y)
+    wx, wy, wz = w[0], w[1], w[2]
+    d = wx * ux + wy * uy + wz * uz
+    px, py, pz = wx - d * ux, wy - d * uy, wz - d * uz
+    return math.sqrt(px * px + py * py + pz * pz)
+
+
+class FallDetector:
+    """Watches the base estimate each tick; says when, how far and how fast the robot fell.
+
+    Parameters
+    ----------
+    safety : SafetyConfig (``fall_tilt_rad``, ``fall_rate_rad_s``, ``fall_dwell_s``, ``on_fall``)
+    base : BaseState, the estimate stage's (filled in place each tick)
+    rate_hz : float, loop rate
+
+    Attributes
+    ----------
+    fell : dict or None, ``{"t_s", "tilt_rad", "tipping_rate_rad_s", "reaction"}`` once fallen
+    """
+
+    def __init__(self, safety, base, rate_hz: float) -> None:
+        self.base = base
+        self.reaction = safety.on_fall
+        self.tilt_limit = safety.fall_tilt_rad
+        self.early_tilt = 0.5 * safety.fall_tilt_rad
+        self.rate_limit = math.inf if safety.fall_rate_rad_s is None else safety.fall_rate_rad_s
+        self.dwell = max(1, round(safety.fall_dwell_s * rate_hz))
+        self.streak = 0
+        self.fell: dict | None = None
+
+    def check(self, t_s: float) -> Fault | None:
+        """This tick's estimate; a ``fall`` fault the tick the dwell is reached (None after:
+        one fall per run), also with ``on_fall: warn`` (the loop only records that one)."""
+        b = self.base
+        if self.fell is not None or not b.valid:
+            return None
+        q = b.quaternion
+        tilt = base_tilt(q)
+        if tilt < self.early_tilt:
+            self.streak = 0
+            return None
+        rate = tipping_rate(q, b.angular_velocity)
+        if tilt < self.tilt_limit and rate < self.rate_limit:
+            self.streak = 0
+            return None
+        self.streak += 1
+        if self.streak < self.dwell:
+            return None
+        self.fell = {"t_s": float(t_s), "tilt_rad": float(tilt), "tipping_rate_rad_s": float(rate),
+                     "reaction": self.reaction}
+        return Fault(FaultKind.FALL, self.message())
+
+    def message(self) -> str:
+        f = self.fell
+        what = {"damp": "servos damped, then torque off", "torque_off": "torque off",
+                "warn": "the run goes on"}[f["reaction"]]
+        return (f"the robot fell at t = {f['t_s']:.2f} s: its base tilted {f['tilt_rad']:.2f} rad "
+                f"from upright, tipping at {f['tipping_rate_rad_s']:.1f} rad/s (estimated; "
+                f"safety.fall_tilt_rad {self.tilt_limit}, fall_rate_rad_s {self.rate_limit}); "
+                f"safety.on_fall {f['reaction']}: {what}")
+
+    def check_start(self, rpy, mount_rpy) -> Fault | None:
+        """Before torque on: a robot found tipped past ``fall_tilt_rad`` (lying on its side or
+        back) is not torqued up (it would thrash on the floor), unless ``on_fall: warn``.
+        ``rpy`` (3,) rad: the IMU board's orientation registers; ``mount_rpy``: the board's
+        mounting (``imu.rotation_rpy``).  A robot lying on its belly (the built-in quadruped at
+        power-up) is upright: it stands up."""
+        from servoloop.controller.attitude import quat_from_rpy, quat_multiply
+
+        if not all(math.isfinite(a) for a in rpy):
+            return None          # no orientation read: the estimate's check takes over from the first tick
+        mx, my, mz, mw = quat_from_rpy(*mount_rpy)
+        tilt = base_tilt(quat_multiply(quat_from_rpy(rpy[0], rpy[1], rpy[2]), (-mx, -my, -mz, mw)))
+        if tilt < self.tilt_limit or self.reaction == "warn":
+            return None
+        return Fault(FaultKind.FALL, (
+            f"startup: the robot lies tipped over (its base {tilt:.2f} rad from upright, past "
+            f"safety.fall_tilt_rad {self.tilt_limit}): torque stays off; set it on its feet "
+            "(or its belly) and start again"))
+
+
+def _soften(bus, servos, retry, errors) -> dict:
+    """Lower each position servo's P gain (compliance slope); ``{id: {register: raw before}}``."""
+    from servoloop.firmware_bridge.control_table import get_table
+
+    saved: dict = {}
+    for s in servos:
+        if s.mode in ("current", "velocity"):
+            continue          # a current servo is damped host side; a wheel stops
+        regs = get_table(s.model).registers
+        names = (("position_p_gain",) if "position_p_gain" in regs else
+                 ("cw_compliance_slope", "ccw_compliance_slope") if "cw_compliance_slope" in regs else ())
+        for name in names:
+            old = retry(lambda sid=s.id, name=name: bus.read_raw(sid, name), errors)
+            saved.setdefault(s.id, {})[name] = old
+            soft = max(1, round(old * DAMP_GAIN_SHARE)) if name == "position_p_gain" else DAMP_SLOPE
+            retry(lambda sid=s.id, name=name, soft=soft: bus.write_raw(sid, name, soft), errors)
+    return saved
+
+
+def damp(loop, bus, cfg, retry, warnings, stopping) -> dict:
+    """A fall's ``damp`` reaction (the daemon's fault path, before torque off): the servos'
+    gains lowered, then ``safety.fall_damp_s`` of ticks with goal := present
+    (``ControlLoop._damp_command``); a stop request or a signal (``stopping()`` true) or
+    another fault ends it early.  Never raises.
+
+    Parameters
+    ----------
+    loop : ControlLoop; bus : the open Bus; cfg : RobotConfig
+    retry : callable(fn, errors), the daemon's retry of idempotent bus work
+    warnings : list, the run summary's (what cut the damping short goes there)
+    stopping : callable() -> bool
+
+    Returns
+    -------
+    dict
+        ``{servo id: {register: raw value before}}``, for :func:`restore_gains` after torque off.
+    """
+    saved: dict = {}
+    try:
+        saved = _soften(bus, cfg.servos, retry, loop.errors)
+        loop.damping = True
+        for _ in range(max(1, round(cfg.safety.fall_damp_s * cfg.loop.rate_hz))):
+            if stopping():
+                break
+            try:
+                loop.tick()
+            except FaultRaised as f:
+                warnings.append(f"fall: damping ended early by {f.fault.kind.value}: {f.fault.message}")
+                break
+    except Exception as exc:  # noqa: BLE001 - the fault path goes on to torque off
+        log.error("fall: damping failed (%s); torque off now", exc)
+        warnings.append(f"fall: damping failed ({exc}); torque off at once")
+    finally:
+        loop.damping = False
+        loop.drain()
+    return saved
+
+
+def restore_gains(bus, saved: dict, retry, errors, warnings) -> None:
+    """Put back the gains :func:`damp` lowered (RAM, written with torque off); never raises:
+    a gain not put back is said in ``warnings`` (the next connect finds it low)."""
+    for sid, regs in saved.items():
+        for name, raw in regs.items():
+            try:
+                retry(lambda sid=sid, name=name, raw=raw: bus.write_raw(sid, name, raw), errors)
+            except Exception as exc:  # noqa: BLE001
+                warnings.append(f"fall: servo {sid}'s {name} not put back to {raw}: {exc}")
+
+
+def stop_after(daemon, fault, retry) -> None:
+    """The fault path's stop (``daemon.stop_all_servos``), after :func:`damp` when ``fault`` is a
+    fall and ``safety.on_fall`` is ``damp`` (torque on, not read-only, no second signal), and the
+    gains :func:`damp` lowered put back after it; never raises."""
+    saved = None
+    if (fault.kind == FaultKind.FALL and daemon.cfg.safety.on_fall == "damp" and daemon._torque_on
+            and not daemon.readonly and daemon._hard_stop is None):
+        saved = damp(daemon.loop, daemon.bus, daemon.cfg, retry, daemon.warnings,
+                     lambda: daemon._stop_request is not None or daemon._hard_stop is not None)
+    daemon.stop_all_servos()
+    if saved:
+        restore_gains(daemon.bus, saved, retry, daemon.loop.errors, daemon.warnings)
