@@ -503,6 +503,7 @@ class Daemon:
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
             "read_ahead": self.loop.read_ahead,
+            "stale_reads": self.loop.read.stale_reads,
             "comm": self.loop.safety.comm.status(),
             **self._estimate(),
         }
@@ -561,6 +562,8 @@ class Daemon:
             "controller": self.cfg.controller.name,
             "total_ticks": int(self.tick),
             "read_ahead": self.loop.read_ahead,
+            "late_read": self.loop.read.late_read,
+            "stale_reads": self.loop.read.stale_reads,
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
