@@ -93,7 +93,6 @@ class ReadStage:
         self._late = False        # the outstanding request already left a tick stale
         self._req_ns = 0          # when it went out, loop clock
         self._lost_ns = 0         # reply timeout: owed replies past it are lost, not late
-        self._wire_ns = 0         # the wire's share of it: the budget never ends before it
         self.bus = None
         self.reader: JointReader | None = None
         self.wide: JointReader | None = None
@@ -139,7 +138,6 @@ class ReadStage:
         if self.late_read:
             timeout = max(r.reply_timeout_s for r in (self.reader, self.wide) if r is not None)
             self._lost_ns = int(timeout * 1e9)
-            self._wire_ns = max(0, int((timeout - bus.timeout_margin_s) * 1e9))
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -204,10 +202,7 @@ class ReadStage:
         if self._simulated:     # a simulated clock cannot time the wait: the reply timeout
             until = time.monotonic() + self._lost_ns * 1e-9
         else:
-            until_ns = self.until_ns
-            if until_ns < self._req_ns + self._wire_ns:   # never before the replies' wire time
-                until_ns = self._req_ns + self._wire_ns
-            until = until_ns * 1e-9
+            until = self.until_ns * 1e-9
         if r.poll(until):
             return True
         return clock.now_ns() - self._req_ns >= self._lost_ns

@@ -154,7 +154,7 @@ class Bus:
         self._pending = None
         #: a goal write may go out while a read request's replies are still owed (set by a
         #: late-read loop on its stale ticks only, see ``loop.late_read``: the replies are
-        #: past their wire time then, held up on the host's side, not on the bus)
+        #: held up on the host's side (adapter, pty), the servos done sending: docs/own-robot.md 5b)
         self.write_past_pending = False
         self.garbage_bytes = 0
         self._serial = None

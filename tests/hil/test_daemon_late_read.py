@@ -97,7 +97,7 @@ class ReadLog:
             nonlocal tables
             ok = run(wide)
             if tables is None:
-                tables = {sid: stage.bus.register(sid, "present_position") for sid in loop.ids}
+                tables = {sid: loop.bus.register(sid, "present_position") for sid in loop.ids}
             v = stage.reader.values["present_position"]
             raw = {sid: (None if math.isnan(v[i]) else
                          int(round(v[i] / tables[sid].scale)) + tables[sid].zero_raw)
