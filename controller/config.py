@@ -183,7 +183,7 @@ class LoopConfig:
         "needs the read to be one transaction (Protocol 2.0)")})
     late_read: bool = field(default=True, metadata={"doc": (
         "with read_ahead: a tick waits for its replies only until its budget (the next "
-        "deadline less the tick's own work, its recent peak, and 5 % of the period); replies "
+        "deadline less the tick's own work, its recent peak up to half a period, and 5 % of the period); replies "
         "not in by then leave the tick stale: it runs on the last reading and writes its goals "
         "on time, and the next tick takes the late replies before it requests anew. Stale "
         "ticks are counted (`stale_reads`) and climb the comm ladder (safety.comm_hold_s, "

@@ -137,12 +137,14 @@ class ControlLoop:
 
             check_read_ahead(cfg, lambda msg, key: ConfigError(msg, cfg.source, key))
         self.read = ReadStage(self.errors, self.servo_faults, cfg.loop.read_ahead,
-                              getattr(cfg.loop, "late_read", False), clock)
+                              cfg.loop.late_read, clock)
         self.read_ahead = cfg.loop.read_ahead
         #: late-read budget: the tick's own work after its read (its recent peak, ns, decaying
-        #: by a thousandth of the period a tick) and a margin for the wake-up, see tick()
+        #: by a thousandth of the period a tick, at most half a period: one stalled tick must
+        #: not leave the next thousands without a wait) and a margin for the wake-up, see tick()
         self._own_peak_ns = 0
         self._peak_decay_ns = max(1, self.rate.period_ns // 1000)
+        self._peak_cap_ns = self.rate.period_ns // 2
         self._late_margin_ns = self.rate.period_ns // 20
         self.bus = None
         self.imu = self.base_estimator = None
@@ -363,6 +365,8 @@ class ControlLoop:
             bus_ns += clock.now_ns() - t
         end = clock.now_ns()
         own = end - wake - read_ns
+        if own > self._peak_cap_ns:
+            own = self._peak_cap_ns
         peak = self._own_peak_ns - self._peak_decay_ns
         self._own_peak_ns = own if own > peak else peak
         if code == _RUN:
