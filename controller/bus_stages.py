@@ -73,6 +73,8 @@ class ReadStage:
     Attributes
     ----------
     stale : bool, this tick's replies were not in by the budget (the arrays hold the last reading)
+    reading_ok : bool, the last reading taken was complete (False after a failed read: a stale
+        tick then has nothing to run on; the loop holds the goals, as on the failed tick)
     stale_reads : int, stale ticks so far
     late_collected : int, requests whose replies came after a stale tick and were collected
     until_ns : int, the budget of the next :meth:`run`'s wait, ns on the loop's clock
@@ -87,6 +89,7 @@ class ReadStage:
         self.clock = clock
         self._simulated = bool(getattr(clock, "simulated", False))
         self.stale = False
+        self.reading_ok = True    # the arrays hold a complete reading (no failed servo's NaN)
         self.stale_reads = 0
         self.late_collected = 0
         self.until_ns = 0
@@ -237,12 +240,15 @@ class ReadStage:
                 self.stale_reads += 1
                 self._late = True
                 self.bus.write_past_pending = True    # this tick's goals go out all the same
+                return True
+            self.reading_ok = True
             return True
         except PortError as exc:
             self.errors.count(exc)
             self.failed[:] = True
             raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
         except BridgeError as exc:
+            self.reading_ok = False   # NaN where servos failed: a stale tick after it has no reading
             # the loop runs with the garbage collector off: the traceback's frames hold the
             # exception (a cycle through the group read's locals), so dropping it frees them
             exc.__traceback__ = None

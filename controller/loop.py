@@ -334,8 +334,10 @@ class ControlLoop:
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
             np.copyto(self.state.velocity, 0.0, where=self.disabled)
-        # stale past safety.comm_hold_s: the servos keep their last goals, as when reads fail
-        if ok and not (stale and rate.deadline_ns - safety.comm.last_tick_ok_ns >= safety.comm.hold_ns):
+        # stale on a failed reading (NaN), or past safety.comm_hold_s: the servos keep their
+        # last goals, as when reads fail
+        if ok and not (stale and (not read.reading_ok
+                                  or rate.deadline_ns - safety.comm.last_tick_ok_ns >= safety.comm.hold_ns)):
             f = safety.check_measured(self.state.position)
             if fault is None:
                 fault = f

@@ -24,6 +24,7 @@ import os
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from servoloop.controller.config import ControllerConfig, builtin_config
@@ -78,9 +79,10 @@ class LateReplies:
         rig.hooks.append(self._release)
 
     def _release(self, t: float) -> None:
-        while self.held and self.held[0][0] <= t + 1e-9:
-            _, out = self.held.pop(0)
-            os.write(self.virtual._master, out)
+        due = [h for h in self.held if h[0] <= t + 1e-9]
+        for h in sorted(due, key=lambda h: h[0]):
+            self.held.remove(h)
+            os.write(self.virtual._master, h[1])
 
 
 class ReadLog:
@@ -226,3 +228,40 @@ def test_quadruped_wbc_stands_with_late_replies_at_random():
     assert est["valid"]
     assert est["base_position_in_world"][2] > 0.2                 # standing
     assert math.hypot(*est["base_rpy"][:2]) < 0.05                # level
+
+
+def test_a_late_reply_after_a_failed_read_holds_the_goals():
+    """A request lost (its replies held past the reply timeout: a failed read, NaN), the next
+    one 1.5 ms late: the stale tick after the failed one has no reading to run on, so it
+    holds the goals as the failed tick did (its controller is not fed the NaN reading: ``wbc``
+    fed it faulted a pty run, SVD did not converge);
+    the lost request's replies, arriving later, are never taken for another's."""
+    cfg = builtin_config("quadruped")
+    cfg = replace(cfg, controller=ControllerConfig(name="wbc", params={}),
+                  loop=replace(cfg.loop, read_ahead=True, late_read=True))
+    rig = LockstepRig(cfg)
+    late = LateReplies(rig, lambda k, t: {300: 0.1, 301: 1.5e-3}.get(k, 0.0))
+    ctrl = rig.daemon.loop.control.controller
+    update, fed_nan = ctrl.update, []
+
+    def checked(t, state, command):
+        if not np.isfinite(state.position).all():
+            fed_nan.append(t)
+        return update(t, state, command)
+
+    ctrl.update = checked
+    try:
+        summary = rig.daemon.run(cfg.startup.ramp_s + 0.5)
+        lost_s = rig.daemon.loop.read._lost_ns * 1e-9
+    finally:
+        rig.close()
+    assert summary["state"] == "done", summary["faults"]
+    n = len(cfg.servos) + 1                          # the servos and the IMU board
+    assert summary["bus_errors"] == {"timeout": n}   # the lost request, once
+    assert summary["comm"]["failed_ticks"] == 1
+    stale_lost = math.ceil(lost_s / 1e-3) - 1        # ticks within its reply timeout
+    assert stale_lost - 1 <= summary["stale_reads"] - 1 <= stale_lost + 1
+    assert len([r for r in late.requests if r[2] is not None]) == 2
+    assert fed_nan == []                             # the controller never saw the failed reading
+    est = summary["estimate"]
+    assert est["valid"] and est["base_position_in_world"][2] > 0.2
