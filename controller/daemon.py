@@ -541,7 +541,8 @@ class Daemon:
         """The run summary: ``ticks`` (run-state ticks), ``rate_hz``, ``jitter_us``
         (wake-up lateness p50/p99/max), ``missed``, ``missed_by_cause`` (``compute``, ``bus``,
         ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
-        (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``bus_errors`` per kind,
+        (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``stale_reads`` (ticks
+        run on the last reading, their replies late: ``loop.late_read``), ``bus_errors`` per kind,
         ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
         with an IMU ``estimate`` (``base_position_in_world`` [m], ``base_rpy`` [rad], ...)."""
