@@ -209,6 +209,17 @@ class JointReader:
         """The replies to the last :meth:`request`, raised as :meth:`read` raises them."""
         self.read(collect=True)
 
+    def poll(self, until: float) -> bool:
+        """Wait for the last :meth:`request`'s replies until ``until`` (s, CLOCK_MONOTONIC) at
+        most: True when all are in (:meth:`collect` takes them without waiting), False when
+        some are still owed and the request stays outstanding (``loop.late_read``)."""
+        return (self.bulk or self.groups[0][0]).poll(until)
+
+    @property
+    def reply_timeout_s(self) -> float:
+        """How long the one transaction's replies may take before they count as lost, s."""
+        return (self.bulk or self.groups[0][0]).timeout_s
+
     def read(self, collect: bool = False) -> None:
         """Read every group; on failure raise the first error with ``failures`` of all groups.
 

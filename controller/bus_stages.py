@@ -13,6 +13,8 @@ window decides when that is a fault); a servo status error also goes to the
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from servoloop.controller.bus_io import BusErrorCounts, JointReader, PartSwitch
@@ -49,17 +51,52 @@ class ReadStage:
     holds), so the tick sees the same registers as any other.  :attr:`rode` then says this
     tick's :attr:`wide` values are fresh and :attr:`wide_error` holds the read's failure.
 
+    Late replies (``late_read``, with read-ahead; ``loop.late_read``): the collect waits only
+    until :attr:`until_ns` (the loop's budget within the tick, on its clock).  Replies not all
+    in by then leave the tick *stale* (:attr:`stale`): the arrays keep the last reading (no
+    NaN, nothing counted as failed), the request stays outstanding and no new one may go out
+    (the loop sends none); the next tick's :meth:`run` takes the late replies first -- one
+    period older then -- and uses them if they are all in, else is stale again.  Replies
+    still owed once the read's reply timeout has passed since the request are lost: the
+    collect then fails as any read does (timeouts, counted).  A simulated clock cannot time
+    a wait on the port, so there the wait is the reply timeout on the wall clock and only
+    replies the (simulated) bus holds back are late: lockstep runs stay deterministic.
+
     Parameters
     ----------
     errors : BusErrorCounts, shared with the other stages
     servo_faults : ServoFaultHandler
     read_ahead : bool, split the read (the bus read must be one exchange, see :meth:`bind`)
+    late_read : bool, with ``read_ahead``: wait for the replies only until :attr:`until_ns`
+    clock : the loop's Clock (``late_read``: times the budget and the reply timeout)
+
+    Attributes
+    ----------
+    stale : bool, this tick's replies were not in by the budget (the arrays hold the last reading)
+    reading_ok : bool, the last reading taken was complete (False after a failed read: a stale
+        tick then has nothing to run on; the loop holds the goals, as on the failed tick)
+    stale_reads : int, stale ticks so far
+    late_collected : int, requests whose replies came after a stale tick and were collected
+    until_ns : int, the budget of the next :meth:`run`'s wait, ns on the loop's clock
     """
 
-    def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False) -> None:
+    def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False,
+                 late_read: bool = False, clock=None) -> None:
         self.errors = errors
         self.servo_faults = servo_faults
         self.read_ahead = read_ahead
+        self.late_read = bool(late_read and read_ahead)
+        self.clock = clock
+        self._simulated = bool(getattr(clock, "simulated", False))
+        self.stale = False
+        self.reading_ok = True    # the arrays hold a complete reading (no failed servo's NaN)
+        self.stale_reads = 0
+        self.late_collected = 0
+        self.until_ns = 0
+        self._late = False        # the outstanding request already left a tick stale
+        self._req_ns = 0          # when it went out, loop clock
+        self._lost_ns = 0         # reply timeout: owed replies past it are lost, not late
+        self.bus = None
         self.reader: JointReader | None = None
         self.wide: JointReader | None = None
         self.device_parts: list = []
@@ -90,6 +127,7 @@ class ReadStage:
                              f"{self.reader.exchanges} bus exchanges per tick; read-ahead needs one")
         self.wide, self._copies, self.device_parts = None, (), list(self.reader.device_parts)
         self._last = self._requested = None
+        self.bus, self._late = bus, False
         if extra:
             wide = JointReader(bus, ids, tables, names + list(extra), effort=True,
                                free_turning=free_turning, devices=devices,
@@ -100,6 +138,9 @@ class ReadStage:
                 self._copies = tuple((v[k], w[k]) for k in (*names, "effort"))
                 self.device_parts = [PartSwitch(a, b) for a, b in
                                      zip(self.reader.device_parts, wide.device_parts, strict=True)]
+        if self.late_read:
+            timeout = max(r.reply_timeout_s for r in (self.reader, self.wide) if r is not None)
+            self._lost_ns = int(timeout * 1e9)
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -130,8 +171,15 @@ class ReadStage:
         """The tick's one read (collected, with read-ahead, when one was requested)."""
         r = self._requested
         if self.read_ahead and r is not None and r.requested:
+            if self.late_read and not self._in(r):
+                self.stale = True           # the request stays outstanding, its reader in place
+                self.rode = False
+                return
             self._requested = None
             collect = True
+            if self._late:
+                self._late = False
+                self.late_collected += 1
         else:
             r = self.wide if wide and self.wide is not None else self.reader
             collect = False
@@ -149,6 +197,18 @@ class ReadStage:
             if rode:   # failed servos: NaN copied too, never the last tick's values
                 for dst, src in self._copies:
                     np.copyto(dst, src)
+
+    def _in(self, r: JointReader) -> bool:
+        """Wait for ``r``'s replies up to the budget; True when they are all in, or lost (the
+        reply timeout has passed: the collect then fails as any read does)."""
+        clock = self.clock
+        if self._simulated:     # a simulated clock cannot time the wait: the reply timeout
+            until = time.monotonic() + self._lost_ns * 1e-9
+        else:
+            until = self.until_ns * 1e-9
+        if r.poll(until):
+            return True
+        return clock.now_ns() - self._req_ns >= self._lost_ns
 
     def _turn(self, r: JointReader) -> None:
         """Make ``r`` the reader whose request goes out next (one variant rotation for both)."""
@@ -171,14 +231,24 @@ class ReadStage:
         if self.failed.any():
             self.failed[:] = False
         self.wide_error = None
+        self.stale = False
+        if self.late_read:
+            self.bus.write_past_pending = False
         try:
             self._exchange(wide)
+            if self.stale:
+                self.stale_reads += 1
+                self._late = True
+                self.bus.write_past_pending = True    # this tick's goals go out all the same
+                return True
+            self.reading_ok = True
             return True
         except PortError as exc:
             self.errors.count(exc)
             self.failed[:] = True
             raise FaultRaised(Fault(FaultKind.PORT, f"bus port error: {exc}")) from exc
         except BridgeError as exc:
+            self.reading_ok = False   # NaN where servos failed: a stale tick after it has no reading
             # the loop runs with the garbage collector off: the traceback's frames hold the
             # exception (a cycle through the group read's locals), so dropping it frees them
             exc.__traceback__ = None
@@ -198,6 +268,8 @@ class ReadStage:
         at that collect.  ``wide``: the request of :attr:`wide` (when there is one)."""
         r = self.wide if wide and self.wide is not None else self.reader
         self._turn(r)
+        if self.late_read:
+            self._req_ns = self.clock.now_ns()
         r.request()
         self._requested = r
 

@@ -115,9 +115,11 @@ class CommPolicy:
         self.event(kind or "comm_" + LEVELS[level], message)
         (log.warning if level >= _WARN else log.info)("comm %s: %s", LEVELS[level], message)
 
-    def record(self, ok: bool, failed: np.ndarray, now_ns: int) -> str | None:
+    def record(self, ok: bool, failed: np.ndarray, now_ns: int, stale: bool = False) -> str | None:
         """Judge one tick: ``ok`` (the whole read and write succeeded), ``failed`` (n,) bool
-        (servos whose read failed), ``now_ns`` the tick's deadline.
+        (servos whose read failed), ``now_ns`` the tick's deadline.  ``stale``: the tick ran on
+        the last reading, its replies late (``loop.late_read``): no failure, but no good read
+        either -- a run of them climbs to hold and timeout as a silent bus does.
 
         Returns
         -------
@@ -145,11 +147,11 @@ class CommPolicy:
             self.errors += bad
             np.logical_not(bad, out=self._good)
             np.copyto(self.last_ok_ns, now_ns, where=self._good)
-        else:
+        elif not stale:
             self.last_ok_ns[:] = now_ns
             self.last_tick_ok_ns = now_ns
         level = self.level
-        if tick_bad:
+        if tick_bad or stale:
             silent = self._silent
             np.less_equal(self.last_ok_ns, now_ns - self.timeout_ns, out=silent)
             silent &= self._enabled

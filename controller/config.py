@@ -181,6 +181,14 @@ class LoopConfig:
         "send each tick's read instruction at the end of the previous tick and collect the "
         "replies when the tick begins: no bus round trip in the tick, state one period older; "
         "needs the read to be one transaction (Protocol 2.0)")})
+    late_read: bool = field(default=True, metadata={"doc": (
+        "with read_ahead: a tick waits for its replies only until its budget (the next "
+        "deadline less the tick's own work, its recent peak up to half a period, and 5 % of the period); replies "
+        "not in by then leave the tick stale: it runs on the last reading and writes its goals "
+        "on time, and the next tick takes the late replies before it requests anew. Stale "
+        "ticks are counted (`stale_reads`) and climb the comm ladder (safety.comm_hold_s, "
+        "comm_timeout_s) as a silent bus does. false: wait for the replies up to the reply "
+        "timeout, as without read-ahead")})
 
     def spin_tail_s(self, sched_fifo: bool = True) -> float:
         """The busy-wait tail in use, s: ``spin_s``; by default 50 us capped at 5 % of the period

@@ -61,13 +61,13 @@ _TICK_SCHEMA = {
         "missed": {"type": "integer"}, "comm_errors": {"type": "integer"},
         "read_ok": {"type": "boolean"}, "bus_us": {"type": "number"},
         "missed_compute": {"type": "integer"}, "missed_bus": {"type": "integer"},
-        "missed_wakeup": {"type": "integer"},
+        "missed_wakeup": {"type": "integer"}, "stale_reads": {"type": "integer"},
         "joints": {"type": "object", "description": "per field (q rad, dq rad/s, current, goal rad, "
                    "tau_ff N*m, temperature degC, voltage V, hw_error bits): {joint: value}"},
     },
 }
 _INT_COLUMNS = frozenset({"tick", "state", "missed", "comm_errors", "read_ok", "missed_compute",
-                          "missed_bus", "missed_wakeup"})
+                          "missed_bus", "missed_wakeup", "stale_reads"})
 _TF_PERIOD_S = 0.02            # /tf at 50 Hz: enough for a 3D view, small files
 
 

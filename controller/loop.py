@@ -138,8 +138,16 @@ class ControlLoop:
             from servoloop.controller.errors import ConfigError
 
             check_read_ahead(cfg, lambda msg, key: ConfigError(msg, cfg.source, key))
-        self.read = ReadStage(self.errors, self.servo_faults, cfg.loop.read_ahead)
+        self.read = ReadStage(self.errors, self.servo_faults, cfg.loop.read_ahead,
+                              cfg.loop.late_read, clock)
         self.read_ahead = cfg.loop.read_ahead
+        #: late-read budget: the tick's own work after its read (its recent peak, ns, decaying
+        #: by a thousandth of the period a tick, at most half a period: one stalled tick must
+        #: not leave the next thousands without a wait) and a margin for the wake-up, see tick()
+        self._own_peak_ns = 0
+        self._peak_decay_ns = max(1, self.rate.period_ns // 1000)
+        self._peak_cap_ns = self.rate.period_ns // 2
+        self._late_margin_ns = self.rate.period_ns // 20
         self.bus = None
         self.imu = self.base_estimator = None
         if cfg.imu is not None:      # a floating base with an IMU board on the bus
@@ -339,14 +347,23 @@ class ControlLoop:
         code = int(self.lifecycle.state)
         safety = self.safety
         fault = safety.late(skipped)
+        read = self.read
+        if read.late_read:
+            # the replies may come until the tick's own work (its recent peak) and a margin
+            # for the wake-up still fit before the next deadline; later, the tick runs stale
+            read.until_ns = rate.deadline_ns + rate.period_ns - self._own_peak_ns - self._late_margin_ns
         # a monitor tick's read carries the monitor's registers too (one transaction, not two)
-        ok = self.read.run(self._ride and (self.ticks + 1) % self.monitor_every == 0)
-        if self.imu is not None:
+        ok = read.run(self._ride and (self.ticks + 1) % self.monitor_every == 0)
+        stale = read.stale
+        if self.imu is not None and not stale:
             self.imu.run()      # a failed IMU read: NaN in, the base estimate marked invalid
         if self.watchdog.limit_ns:   # a stall long enough to have stopped the servos: ask them
             self.watchdog.check(self.bus, clock.now_ns() - self._last_bus_end_ns, self.errors)
-        bus_ns = clock.now_ns() - wake
-        self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
+        bus_ns = read_ns = clock.now_ns() - wake
+        if stale:
+            self.estimate.hold()   # the last reading again: nothing new to estimate from
+        else:
+            self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
             np.copyto(self.state.velocity, 0.0, where=self.disabled)
@@ -356,7 +373,10 @@ class ControlLoop:
                 self._event("fall", f.message, f)
                 if fault is None and self.fall.reaction != "warn" and not self.readonly:
                     fault = f
-        if ok:
+        # stale on a failed reading (NaN), or past safety.comm_hold_s: the servos keep their
+        # last goals, as when reads fail
+        if ok and not (stale and (not read.reading_ok
+                                  or rate.deadline_ns - safety.comm.last_tick_ok_ns >= safety.comm.hold_ns)):
             if self.damping:    # a fallen robot's joints may lie past their limits: no fault
                 self._damp_command()
             else:
@@ -369,25 +389,30 @@ class ControlLoop:
                 t = clock.now_ns()
                 ok = self.write.send() and ok
                 bus_ns += clock.now_ns() - t
-        f = safety.record_comm(ok, self.read.failed, rate.deadline_ns)
+        f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)
         if fault is None:
             fault = f
         if not ok:
             self.comm_errors += 1
         self.ticks += 1
-        if self.monitor.reader is not None and self.ticks % self.monitor_every == 0:
+        if self.monitor.reader is not None and self.ticks % self.monitor_every == 0 and not stale:
             t = clock.now_ns()
             f = self.monitor.run()
             bus_ns += clock.now_ns() - t
             if fault is None:
                 fault = f
-        if self.read_ahead and fault is None:
+        if self.read_ahead and fault is None and not stale:   # stale: the request is still out
             t = clock.now_ns()
             # after every other transaction of the tick: none collects it early; the wide one
             # when the next tick monitors
             self.read.request(self._ride and (self.ticks + 1) % self.monitor_every == 0)
             bus_ns += clock.now_ns() - t
         end = clock.now_ns()
+        own = end - wake - read_ns
+        if own > self._peak_cap_ns:
+            own = self._peak_cap_ns
+        peak = self._own_peak_ns - self._peak_decay_ns
+        self._own_peak_ns = own if own > peak else peak
         if code == _RUN:
             self.jitter.add(rate.late_ns)
             self.work.add(end - wake)
@@ -396,7 +421,7 @@ class ControlLoop:
         self.record.run(self.ticks, (rate.deadline_ns - self.anchor_ns) * 1e-9, rate.late_ns * 1e-3,
                         (wake - self._prev_wake) * 1e-3, (end - wake) * 1e-3,
                         code, rate.missed, self.comm_errors, ok,
-                        bus_ns * 1e-3, c.compute, c.bus, c.wakeup)
+                        bus_ns * 1e-3, c.compute, c.bus, c.wakeup, read.stale_reads)
         self._prev_wake = wake
         self._last_bus_end_ns = end
         self._prev_late = rate.late_ns

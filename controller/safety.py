@@ -213,9 +213,10 @@ class SafetyStage:
         """``out`` := velocity goal ``goal`` (rad/s) within +-max_velocity and the acceleration limit."""
         return self.velocity.limit(goal, out)
 
-    def record_comm(self, ok: bool, failed: np.ndarray, now_ns: int) -> Fault | None:
-        """Record the tick's bus outcome (``failed``: (n,) bool per servo); a fault at comm timeout."""
-        msg = self.comm.record(ok, failed, now_ns)
+    def record_comm(self, ok: bool, failed: np.ndarray, now_ns: int, stale: bool = False) -> Fault | None:
+        """Record the tick's bus outcome (``failed``: (n,) bool per servo; ``stale``: late
+        replies, see CommPolicy.record); a fault at comm timeout."""
+        msg = self.comm.record(ok, failed, now_ns, stale)
         if msg is None:
             return None
         k = self.comm.timeout_index

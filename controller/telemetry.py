@@ -53,7 +53,8 @@ def _pause() -> None:
 #: far per cause (controller.loop_stats), adding up to ``missed`` (files written before they
 #: existed lack the last four: readers must cope)
 SCALAR_COLUMNS = ("tick", "t_s", "late_us", "period_us", "cost_us", "state", "missed",
-                  "comm_errors", "read_ok", "bus_us", "missed_compute", "missed_bus", "missed_wakeup")
+                  "comm_errors", "read_ok", "bus_us", "missed_compute", "missed_bus", "missed_wakeup",
+                  "stale_reads")
 #: per-joint fields, each a block of n columns ``FIELD.JOINT``; the last three are the
 #: servo's, held from the monitor stage's last read (every ``safety.monitor_every`` ticks)
 JOINT_FIELDS = ("q", "dq", "current", "goal", "tau_ff", "temperature", "voltage", "hw_error")
@@ -63,7 +64,7 @@ UNITS = {
     "tick": "", "t_s": "s", "late_us": "us", "period_us": "us", "cost_us": "us",
     "state": "servoloop.controller.lifecycle.State", "missed": "ticks", "comm_errors": "count",
     "read_ok": "bool", "bus_us": "us", "missed_compute": "ticks", "missed_bus": "ticks",
-    "missed_wakeup": "ticks", "q": "rad", "dq": "rad/s",
+    "missed_wakeup": "ticks", "stale_reads": "ticks", "q": "rad", "dq": "rad/s",
     "current": "A (present_current) or fraction (present_load), joint sign",
     "goal": "rad (joint goal after safety)", "tau_ff": "N*m (feed-forward torque)",
     "temperature": "degC (last monitor read; NaN before it)",
@@ -181,7 +182,8 @@ class TickRecorder:
 
     def run(self, tick: int, t_s: float, late_us: float, period_us: float, cost_us: float,
             state: int, missed: int, comm_errors: int, ok: bool, bus_us: float = float("nan"),
-            missed_compute: int = 0, missed_bus: int = 0, missed_wakeup: int = 0) -> None:
+            missed_compute: int = 0, missed_bus: int = 0, missed_wakeup: int = 0,
+            stale_reads: int = 0) -> None:
         """Write the scalars (see :data:`SCALAR_COLUMNS`) and the joint blocks; publish the row."""
         r = self.ring.row()
         r[0] = tick
@@ -197,6 +199,7 @@ class TickRecorder:
         r[10] = missed_compute
         r[11] = missed_bus
         r[12] = missed_wakeup
+        r[13] = stale_reads
         for sl, values in self._blocks:
             r[sl] = values
         self.ring.commit()

@@ -585,6 +585,47 @@ cdef class GroupIO:
         self.req_state = 0
         return self.last_bad
 
+    @property
+    def deadline(self):
+        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC (:func:`monotonic`)."""
+        return self.req_deadline
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def poll(self, double until):
+        """Take the outstanding request's replies as they come, until every one is in or
+        ``until`` (s, CLOCK_MONOTONIC) has passed, whichever is first: 1 when they are all
+        in (decoded as :meth:`settle` does; :meth:`collect` returns them), 0 when some are
+        still owed (the request stays outstanding, what came is kept: a later :meth:`poll`,
+        :meth:`settle` or :meth:`collect` goes on from there).  Nothing outstanding: 1.
+
+        Only a one-exchange read waits here (Protocol 2.0 sync / bulk read, not Fast Sync
+        Read); any other is settled at once.  ``until`` is not capped by the reply deadline:
+        whether a reply still owed is late or lost is the caller's to judge."""
+        cdef int i, first, last
+        if self.req_state != 1:
+            return 1
+        if self.ntx != 1 or self.fast:
+            self.settle()
+            return 1
+        first = self.tx_first[self.cur]
+        last = first + self.tx_count[self.cur]
+        self.rst.remaining = 0
+        for i in range(first, last):
+            if self.slot_code[i] == S_PENDING:
+                self.rst.remaining += 1
+        if self.rst.remaining > 0 and not self.rst.port_error:
+            with nogil:
+                _rx_loop(self.fd, self.protocol, until, &self.rx[0], self.rx.shape[0],
+                         &self.scratch[0], self.scratch.shape[0], &self.id_to_slot[0],
+                         &self.slot_code[0], &self.slot_err[0], &self.slot_n[0], &self.data[0],
+                         self.stride, self.max_total, &self.rst, 1, &self.tag_len[0], self.ntags,
+                         self.cur, &self.stale_v[0], &self.slot_base[0])
+        if self.rst.remaining > 0 and not self.rst.port_error:
+            return 0
+        self.settle()
+        return 1
+
     @cython.boundscheck(False)
     @cython.wraparound(False)
     def settle(self):
@@ -612,7 +653,11 @@ cdef class GroupIO:
                     break
                 if self.on_after_write is not None:
                     self.on_after_write()
-            self.rst.remaining = self.tx_count[k]
+            # slots already filled by :meth:`poll` are not waited for again
+            self.rst.remaining = 0
+            for i in range(self.tx_first[k], self.tx_first[k] + self.tx_count[k]):
+                if self.slot_code[i] == S_PENDING:
+                    self.rst.remaining += 1
             if self.fast:
                 self.rst.remaining = 1
                 self.f_code[0] = S_PENDING

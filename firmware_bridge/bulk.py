@@ -259,6 +259,15 @@ class BulkReader:
         """True between :meth:`request` and :meth:`collect`."""
         return self._io.requested != 0
 
+    def poll(self, until: float) -> bool:
+        """See :meth:`SyncReader.poll <firmware_bridge.sync.SyncReader.poll>`."""
+        return self._io.poll(until) != 0
+
+    @property
+    def reply_deadline(self) -> float:
+        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC."""
+        return self._io.deadline
+
     def _result(self, bad: int) -> bool:
         if bad < 0:
             self.bad = len(self.ids)

@@ -152,6 +152,10 @@ class Bus:
         self._dirty = np.ones(1, dtype=np.int64)
         # the group reader whose read request is on the wire (read-ahead), None: the bus is idle
         self._pending = None
+        #: a goal write may go out while a read request's replies are still owed (set by a
+        #: late-read loop on its stale ticks only, see ``loop.late_read``: the replies are
+        #: held up on the host's side (adapter, pty), the servos done sending: docs/own-robot.md 5b)
+        self.write_past_pending = False
         self.garbage_bytes = 0
         self._serial = None
         self.fd = -1
@@ -223,6 +227,7 @@ class Bus:
         outstanding: no-op.
         """
         reader, self._pending = self._pending, None
+        self.write_past_pending = False
         if reader is not None:
             reader._io.settle()
 

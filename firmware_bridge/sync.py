@@ -226,6 +226,18 @@ class SyncReader:
         """True between :meth:`request` and :meth:`collect`."""
         return self._io.requested != 0
 
+    def poll(self, until: float) -> bool:
+        """Wait for the outstanding request's replies until ``until`` (s, CLOCK_MONOTONIC, as
+        ``_busio.monotonic``) at most; True when all are in (:meth:`collect` then returns them
+        without waiting), False when some are still owed: the request stays outstanding
+        (``loop.late_read``: the tick runs on the last reading, the next one polls again)."""
+        return self._io.poll(until) != 0
+
+    @property
+    def reply_deadline(self) -> float:
+        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC."""
+        return self._io.deadline
+
     @property
     def exchanges(self) -> int:
         """Write + reply exchanges per read: 1 on Protocol 2.0, one per servo on 1.0."""
@@ -295,8 +307,9 @@ class SyncWriter:
         if not (type(values) is np.ndarray and values.dtype == np.float64
                 and values.flags.c_contiguous):
             values = np.ascontiguousarray(values, dtype=np.float64)
-        if self.bus._pending is not None:
-            self.bus.settle()      # half duplex: a read request's replies first
+        bus = self.bus
+        if bus._pending is not None and not bus.write_past_pending:
+            bus.settle()      # half duplex: a read request's replies first
         try:
             rc = self._io.write(values)
         except ValueError as exc:
