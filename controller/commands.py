@@ -70,9 +70,8 @@ def _register_run(sub) -> None:
     p.add_argument("--sched-fifo", action="store_true", help="ask for SCHED_FIFO (loop.sched_fifo)")
     p.add_argument("--read-ahead", action="store_true",
                    help="send each tick's read at the end of the previous tick (loop.read_ahead)")
-    p.add_argument("--no-late-read", dest="late_read", action="store_false", default=None,
-                   help="with read-ahead, wait for late replies up to the reply timeout instead of "
-                        "running the tick on the last reading (loop.late_read: false)")
+    p.add_argument("--no-late-read", dest="late_read", action="store_false", default=None, help="with "
+                   "read-ahead, wait for late replies, not run on the last reading (loop.late_read: false)")
     p.add_argument("--cpu", type=int, help="run the loop thread alone on this CPU (loop.cpu)")
     p.add_argument("--cpu-latency-us", type=int, metavar="US",
                    help="hold the CPUs' wake-up latency at US while running (loop.cpu_latency_us; "
@@ -101,8 +100,7 @@ def _load_cfg(args):
         over["loop.cpu_latency_us"] = args.cpu_latency_us
     if getattr(args, "read_ahead", False):
         over["loop.read_ahead"] = True
-    if getattr(args, "late_read", None) is False:
-        over["loop.late_read"] = False
+    over.update({"loop.late_read": False} if getattr(args, "late_read", None) is False else {})
     if getattr(args, "spin_us", None) is not None:
         over["loop.spin_s"] = args.spin_us * 1e-6
     if args.controller and args.controller != cfg.controller.name:
@@ -327,7 +325,7 @@ def _print_summary(s: dict) -> None:
           f"(controller {s['controller']}, stop: {s['stop_reason']})")
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
           f"missed {s['missed']}{_causes_text(s)}; bus errors: {errs}"
-          + (f"; stale reads {s['stale_reads']}" if s.get("stale_reads") else ""))
+          f"{'; stale reads ' + str(s['stale_reads']) if s.get('stale_reads') else ''}")
     w = s.get("tick_work_us")
     if w:
         print(f"  tick work p50 {w['p50']:.1f} us, p99 {w['p99']:.1f} us, max {w['max']:.1f} us")

@@ -505,10 +505,8 @@ class Daemon:
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
-            "read_ahead": self.loop.read_ahead,
-            "stale_reads": self.loop.read.stale_reads,
-            "comm": self.loop.safety.comm.status(),
-            "fall": self.loop.fall_summary(),
+            "read_ahead": self.loop.read_ahead, "stale_reads": self.loop.read.stale_reads,
+            "comm": self.loop.safety.comm.status(), "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
 
@@ -546,9 +544,9 @@ class Daemon:
         (wake-up lateness p50/p99/max), ``missed``, ``missed_by_cause`` (``compute``, ``bus``,
         ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
         (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``stale_reads`` (ticks
-        run on the last reading, their replies late: ``loop.late_read``), ``bus_errors`` per kind,
-        ``faults`` (messages) and ``fault_details`` (kind, servo, joint, message),
-        ``fall`` (None, or when, how far and how fast the robot fell and the reaction),
+        run on the last reading: ``loop.late_read``), ``bus_errors`` per kind, ``faults`` (messages)
+        and ``fault_details`` (kind, servo, joint, message), ``fall`` (None, or its when, how far,
+        how fast, reaction),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
         with an IMU ``estimate`` (``base_position_in_world`` [m], ``base_rpy`` [rad], ...)."""
         rt = self.env.report
@@ -568,8 +566,7 @@ class Daemon:
             "controller": self.cfg.controller.name,
             "total_ticks": int(self.tick),
             "read_ahead": self.loop.read_ahead,
-            "late_read": self.loop.read.late_read,
-            "stale_reads": self.loop.read.stale_reads,
+            "late_read": self.loop.read.late_read, "stale_reads": self.loop.read.stale_reads,
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
