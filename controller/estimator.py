@@ -48,9 +48,3 @@ class Estimator:
         self.joint_map.to_joint(self._position, self._velocity, self._effort, self.state, self.current)
         if self.base is not None:
             self.base.run()
-
-    def hold(self) -> None:
-        """A stale tick (``loop.late_read``: the replies came after the budget): no new
-        reading, so nothing is estimated -- the joint state and the base estimate keep the
-        last tick's values (its ``valid`` too).  Running the base estimator again would feed
-        it the same IMU sample and joint angles as a new one, a period later."""

@@ -360,10 +360,11 @@ class ControlLoop:
         if self.watchdog.limit_ns:   # a stall long enough to have stopped the servos: ask them
             self.watchdog.check(self.bus, clock.now_ns() - self._last_bus_end_ns, self.errors)
         bus_ns = read_ns = clock.now_ns() - wake
-        if stale:
-            self.estimate.hold()   # the last reading again: nothing new to estimate from
-        else:
-            self.estimate.run()  # a failed servo reads NaN (never a stale number): telemetry shows the gap
+        # a failed servo reads NaN (never a stale number): telemetry shows the gap.  A stale tick
+        # estimates nothing: the joint state and the base estimate (its ``valid`` too) keep the
+        # last tick's values; the base estimator would take the same IMU sample as a new one
+        if not stale:
+            self.estimate.run()
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
             np.copyto(self.state.velocity, 0.0, where=self.disabled)

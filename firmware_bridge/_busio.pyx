@@ -585,11 +585,6 @@ cdef class GroupIO:
         self.req_state = 0
         return self.last_bad
 
-    @property
-    def deadline(self):
-        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC (:func:`monotonic`)."""
-        return self.req_deadline
-
     @cython.boundscheck(False)
     @cython.wraparound(False)
     def poll(self, double until):

@@ -263,11 +263,6 @@ class BulkReader:
         """See :meth:`SyncReader.poll <firmware_bridge.sync.SyncReader.poll>`."""
         return self._io.poll(until) != 0
 
-    @property
-    def reply_deadline(self) -> float:
-        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC."""
-        return self._io.deadline
-
     def _result(self, bad: int) -> bool:
         if bad < 0:
             self.bad = len(self.ids)

@@ -234,11 +234,6 @@ class SyncReader:
         return self._io.poll(until) != 0
 
     @property
-    def reply_deadline(self) -> float:
-        """The outstanding request's reply deadline, s on CLOCK_MONOTONIC."""
-        return self._io.deadline
-
-    @property
     def exchanges(self) -> int:
         """Write + reply exchanges per read: 1 on Protocol 2.0, one per servo on 1.0."""
         return 1 if self.protocol == 2 else len(self.ids)
