@@ -44,12 +44,13 @@ def print_report(rep: dict, as_json: bool) -> None:
         print(json.dumps(rep))
         return
     print(f"benchmark: {rep['benchmark']}")
-    hdr = f"{'case':<28}{'metric':<22}{'ours':>12}{'anchor':>12}  {'anchor name':<22}{'ratio':>7}"
+    w = max([28] + [len(r["case"]) + 2 for r in rep["rows"]])    # long case names stay apart
+    hdr = f"{'case':<{w}}{'metric':<22}{'ours':>12}{'anchor':>12}  {'anchor name':<22}{'ratio':>7}"
     print(hdr)
     print("-" * len(hdr))
     for r in rep["rows"]:
         print(
-            f"{r['case']:<28}{r['metric']:<22}{r['ours']:>12.4g}{r['anchor']:>12.4g}  "
+            f"{r['case']:<{w}}{r['metric']:<22}{r['ours']:>12.4g}{r['anchor']:>12.4g}  "
             f"{r['anchor_name']:<22}{r['ratio']:>7.3f}   [{r['unit']}]"
         )
 

@@ -281,8 +281,38 @@ def _wakeup_block(side, rate: float, seconds: float, slack_ns: int, spin_us: flo
     th.join()
 
 
+def _bare_block(side, rate: float, seconds: float) -> None:
+    """One block of the floor: a loop in C that only sleeps to its deadlines (1 ns slack)."""
+    import threading
+
+    from servoloop.controller._clock import bare_loop
+    from servoloop.controller.clock import _set_timer_slack_ns
+
+    period = int(round(1e9 / rate))
+    late = np.zeros(max(1, int(seconds * rate)), dtype=np.int64)
+
+    def body():
+        _set_timer_slack_ns(1)
+        t0 = time.monotonic_ns()
+        side.missed += bare_loop(period, late)
+        side.seconds += (time.monotonic_ns() - t0) * 1e-9
+
+    th = threading.Thread(target=body)    # the policy is inherited, the slack is per thread
+    th.start()
+    th.join()
+    for v in late:
+        side.jitter.add(int(v))
+    side.ticks += len(late)
+
+
 def _wakeup_rows(rate: float, seconds: float, block: float, spin_us: float, pol: str) -> list[Row]:
-    """Default slack, no spin (anchor) vs each setting added in turn, interleaved blocks."""
+    """Default slack, no spin (anchor) vs each setting added in turn, interleaved blocks.
+
+    A last side is the floor, a loop in C that only sleeps (:func:`controller._clock.bare_loop`):
+    the daemon's clock as it runs by default (1 ns slack, no spin) is reported against it too,
+    so late wake-ups that come from the machine (a virtual machine's host not running it, the
+    kernel) are told apart from ours.
+    """
     import os
 
     spin = spin_us or 50.0
@@ -292,15 +322,18 @@ def _wakeup_rows(rate: float, seconds: float, block: float, spin_us: float, pol:
     if cpu is not None:
         configs.append((f"slack1ns spin{spin:g} cpu{cpu}", 1, spin, cpu))
     sides = [_Side() for _ in configs]
+    floor = _Side()
     nblocks = max(1, int(round(seconds / block)))
     for _ in range(nblocks):
         for side, (_, slack, sp, c) in zip(sides, configs, strict=True):
             _wakeup_block(side, rate, seconds / nblocks, slack, sp, c)
+        _bare_block(floor, rate, seconds / nblocks)
     anchor = sides[0]
     base = f"{rate / 1000:g}kHz {'FIFO' if pol == 'fifo' else 'OTHER'} clock "
     rows = []
     for side, (name, *_rest) in zip(sides[1:], configs[1:], strict=True):
         rows.extend(_rows(base + name, side, anchor, "slack50us no spin")[:4])
+    rows.extend(_rows(base + "slack1ns vs floor", sides[1], floor, "bare C loop")[:4])
     return rows
 
 

@@ -11,7 +11,7 @@ time for lower jitter.
 
 from libc.errno cimport EINTR
 
-__all__ = ["monotonic_ns", "sleep_until_ns", "set_timer_slack_ns"]
+__all__ = ["monotonic_ns", "sleep_until_ns", "set_timer_slack_ns", "bare_loop"]
 
 
 cdef extern from "<time.h>" nogil:
@@ -101,3 +101,45 @@ def set_timer_slack_ns(unsigned long slack_ns):
         True when the kernel accepted it.
     """
     return prctl(PR_SET_TIMERSLACK, slack_ns, 0, 0, 0) == 0
+
+
+def bare_loop(long long period_ns, long long[::1] late_ns):
+    """The floor: a loop that only sleeps to absolute deadlines, whole in C, without the GIL.
+
+    What any loop on this machine gets from the kernel (and, in a virtual machine,
+    from the host): no work, no Python, no bus; the same skip rule as
+    :class:`controller.clock.FixedRate` (a tick woken a whole period or more late
+    is missed, and the deadlines it passed are skipped, never caught up).  The
+    calling thread's scheduling policy, priority, timer slack and CPU affinity
+    apply, so set them first.  ``servoloop bench loop --wakeup`` runs it as the
+    anchor that our clock's missed ticks are measured against.
+
+    Parameters
+    ----------
+    period_ns : int
+        Loop period, ns.
+    late_ns : int64 array
+        One entry per tick to run: filled with each tick's wake-up lateness,
+        ns (after skipping, so < ``period_ns``).
+
+    Returns
+    -------
+    int
+        Deadlines missed (woken a whole period or more after them).
+    """
+    cdef Py_ssize_t i, n = late_ns.shape[0]
+    cdef long long deadline, late, k, missed = 0
+    if period_ns <= 0:
+        raise ValueError(f"bare_loop: period_ns must be > 0, got {period_ns}")
+    with nogil:
+        deadline = _now_ns() + period_ns
+        for i in range(n):
+            late = _sleep_until(deadline, 0) - deadline
+            if late >= period_ns:
+                k = late // period_ns
+                missed += k
+                deadline += k * period_ns
+                late -= k * period_ns
+            late_ns[i] = late
+            deadline += period_ns
+    return missed

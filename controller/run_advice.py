@@ -77,6 +77,8 @@ def missed_ticks_advice(summary: dict, rate_hz: float) -> str | None:
         worst = max(("compute", "bus", "wakeup"), key=lambda k: causes.get(k, 0))
         why = {"compute": "the tick's own work (controller, estimator) overran the period",
                "bus": "waiting for the servos' replies overran the period",
-               "wakeup": "the loop woke late (scheduling: SCHED_FIFO, loop.cpu)"}[worst]
+               "wakeup": "the loop woke late (scheduling: SCHED_FIFO, loop.cpu; "
+                         "`servoloop bench loop --wakeup --policy fifo` measures what a loop that only "
+                         "sleeps gets on this machine)"}[worst]
         text += f". Most ({causes.get(worst, 0)}) were missed because {why}"
     return text

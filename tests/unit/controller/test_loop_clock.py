@@ -81,3 +81,32 @@ def test_monotonic_clock_sleeps_to_an_absolute_deadline():
     woke = clock.sleep_until(t0 + 2_000_000)
     assert woke >= t0 + 2_000_000
     assert clock.sleep_until(t0) >= t0 + 2_000_000  # a past deadline returns at once
+
+
+def test_bare_loop_the_floor_keeps_the_skip_rule():
+    """The machine's floor (``bench loop --wakeup``): a loop in C that only sleeps.
+
+    At a 2 us period every wake-up (tens of us on any kernel) passes deadlines: they
+    must be counted as missed and skipped, each tick's lateness left under one period.
+    At 1 ms over 20 ticks it runs about 20 ms of wall time, and a tick is rarely missed.
+    """
+    import time
+
+    import numpy as np
+
+    from servoloop.controller._clock import bare_loop
+
+    late = np.full(200, -1, dtype=np.int64)
+    missed = bare_loop(2_000, late)
+    assert missed > 0
+    assert (late >= 0).all() and (late < 2_000).all()
+
+    late = np.full(20, -1, dtype=np.int64)
+    t0 = time.monotonic_ns()
+    missed = bare_loop(1_000_000, late)
+    took = time.monotonic_ns() - t0
+    assert (late >= 0).all() and (late < 1_000_000).all()
+    assert took >= (20 + missed) * 1_000_000        # it slept to every deadline it kept
+
+    with pytest.raises(ValueError, match="period_ns"):
+        bare_loop(0, late)
