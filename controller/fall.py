@@ -17,6 +17,14 @@ gears strip, the robot thrashes.  The loop reacts per ``safety.on_fall``:
                 said in the summary, ``status`` and a telemetry event
 ==============  ===========================================================================
 
+A fall in the same tick as another fault: the worse of the two decides (:func:`graded`), both
+are recorded (the deciding one first).  A joint past its limit, a late loop, a hot or
+under-powered servo, a servo's alert or a controller without an answer is what a fall brings
+or what damping still serves: the fall decides, ``damp`` as asked (a damped tick that is late
+again, or a servo that stops answering, ends the damping early: torque off).  A bus that
+stopped answering (``comm``) decides against the fall: damping needs the bus, and a fallen
+robot is not held (``safety.comm_timeout_action: hold``), its servos get torque off.
+
 ``damp`` is the default because a real robot that falls should neither keep its stall
 torque (the thrash above) nor drop limp (limbs folding under a limp robot hit the floor
 first, at full speed): the soft servos brake the limbs through the landing, then let go.
@@ -35,11 +43,13 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 
 __all__ = ["FallDetector", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
-           "base_tilt", "tipping_rate", "damp", "restore_gains", "stop_after"]
+           "DAMPED_WITH", "base_tilt", "tipping_rate", "graded", "damp", "restore_gains",
+           "stop_after"]
 
 log = logging.getLogger("servoloop.daemon")
 
@@ -52,6 +62,30 @@ DAMP_GAIN_SHARE = 0.125
 DAMP_SLOPE = 254
 #: N m s/rad, the damping a current-mode servo gets while damped (host side)
 DAMP_KD = 0.05
+
+
+#: faults that a fall in the same tick decides over: what a fall brings (joints thrown past
+#: their limits, a late tick) or what a second of soft servos still serves; any other (the bus
+#: gone quiet, a bug) decides over the fall
+DAMPED_WITH = frozenset({FaultKind.LIMIT, FaultKind.LATE, FaultKind.TEMPERATURE, FaultKind.VOLTAGE,
+                         FaultKind.HARDWARE_ERROR, FaultKind.CONTROL})
+
+
+def graded(fault: Fault | None, new: Fault | None) -> Fault | None:
+    """The tick's fault once ``new`` is found after ``fault`` (either may be None).
+
+    Without a fall the first found decides (``new`` dropped, as it always was).  With a fall
+    in the pair the worse decides: the fall over a :data:`DAMPED_WITH` kind, any other over
+    the fall; the other one rides in the deciding fault's ``also`` (recorded by the fault
+    path after it).
+    """
+    if new is None or fault is None:
+        return fault if new is None else new
+    if FaultKind.FALL not in (fault.kind, new.kind):
+        return fault
+    fall, other = (fault, new) if fault.kind == FaultKind.FALL else (new, fault)
+    first, second = (fall, other) if other.kind in DAMPED_WITH else (other, fall)
+    return replace(first, also=first.also + (replace(second, also=()),) + second.also)
 
 
 def base_tilt(q) -> float:
@@ -218,7 +252,15 @@ def restore_gains(bus, saved: dict, retry, errors, warnings) -> None:
 def stop_after(daemon, fault, retry) -> None:
     """The fault path's stop (``daemon.stop_all_servos``), after :func:`damp` when ``fault`` is a
     fall and ``safety.on_fall`` is ``damp`` (torque on, not read-only, no second signal), and the
-    gains :func:`damp` lowered put back after it; never raises."""
+    gains :func:`damp` lowered put back after it; never raises.
+
+    The faults of the same tick that did not decide (``fault.also``, :func:`graded`) are
+    recorded first, after ``fault``: with a fall among them the last fault recorded is no
+    ``comm``, so ``stop_all_servos`` never holds a fallen robot torqued at its last goal."""
+    for other in fault.also:
+        daemon.faults.append(other)
+        log.error("FAULT [%s] in the same tick, %s decides: %s", other.kind.value,
+                  fault.kind.value, other.message)
     saved = None
     if (fault.kind == FaultKind.FALL and daemon.cfg.safety.on_fall == "damp" and daemon._torque_on
             and not daemon.readonly and daemon._hard_stop is None):

@@ -52,12 +52,15 @@ class Fault:
     message : str, names the servo, joint, value and config key where they apply
     servo : int or None, servo id the fault concerns
     joint : str or None, joint name the fault concerns
+    also : tuple of Fault, found in the same tick without deciding the reaction (a fall and
+        another fault: :func:`controller.fall.graded`); recorded after this one
     """
 
     kind: FaultKind
     message: str
     servo: int | None = None
     joint: str | None = None
+    also: tuple = ()
 
     def __str__(self) -> str:
         return self.message

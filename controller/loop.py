@@ -50,6 +50,7 @@ from servoloop.controller.clock import FixedRate
 from servoloop.controller.control_stage import ControlStage
 from servoloop.controller.controllers import BaseState, Command, JointState
 from servoloop.controller.estimator import Estimator
+from servoloop.controller.fall import graded
 from servoloop.controller.faults import FaultRaised
 from servoloop.controller.joint_map import JointMap
 from servoloop.controller.lifecycle import State
@@ -372,8 +373,8 @@ class ControlLoop:
             f = self.fall.check(self.t_s())
             if f is not None:
                 self._event("fall", f.message, f)
-                if fault is None and self.fall.reaction != "warn" and not self.readonly:
-                    fault = f
+                if self.fall.reaction != "warn" and not self.readonly:
+                    fault = graded(fault, f)     # with another fault: the worse decides
         # stale on a failed reading (NaN), or past safety.comm_hold_s: the servos keep their
         # last goals, as when reads fail
         if ok and not (stale and (not read.reading_ok
@@ -382,8 +383,8 @@ class ControlLoop:
                 self._damp_command()
             else:
                 f = safety.check_measured(self.state.position)
-                if fault is None:
-                    fault = f
+                if f is not None:
+                    fault = graded(fault, f)
                 self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
             self.actuate()
             if fault is None and not self.readonly:
@@ -391,8 +392,8 @@ class ControlLoop:
                 ok = self.write.send() and ok
                 bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)
-        if fault is None:
-            fault = f
+        if f is not None:
+            fault = graded(fault, f)
         if not ok:
             self.comm_errors += 1
         self.ticks += 1
@@ -400,8 +401,8 @@ class ControlLoop:
             t = clock.now_ns()
             f = self.monitor.run()
             bus_ns += clock.now_ns() - t
-            if fault is None:
-                fault = f
+            if f is not None:
+                fault = graded(fault, f)
         if self.read_ahead and fault is None and not stale:   # stale: the request is still out
             t = clock.now_ns()
             # after every other transaction of the tick: none collects it early; the wide one

@@ -33,9 +33,11 @@ import numpy as np
 
 from servoloop.controller.wholebody.force_split import LIFTOFF_HORIZON_S, LIFTOFF_WEIGHT_MAX
 
-from libc.math cimport INFINITY, copysign, fabs, fmod, isfinite, sqrt
+from libc.math cimport INFINITY, copysign, fabs, isfinite, sqrt
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dgelsd
+
+from servoloop.controller.wholebody._liftoff cimport liftoff_weights_c
 
 #: ``lstsq``'s ``rcond`` in the oracle: singular values under it (relative) count as zero
 cdef double RCOND = 1e-12
@@ -664,14 +666,6 @@ def cone_step(forces, delta, double mu):
     return _cone_step(f.shape[0], &f[0, 0], &d[0, 0], mu)
 
 
-cdef inline double _mod1(double x) noexcept nogil:
-    # np.mod(x, 1.0): the remainder with the divisor's sign
-    cdef double r = fmod(x, 1.0)
-    if r < 0.0:
-        r += 1.0
-    return r
-
-
 def liftoff_weights(gait, double t, stance, double dt, double horizon=LIFTOFF_HORIZON_S,
                     out=None):
     """:func:`controller.wholebody.force_split.liftoff_weights`, compiled (8 us a tick in
@@ -684,25 +678,11 @@ def liftoff_weights(gait, double t, stance, double dt, double horizon=LIFTOFF_HO
     """
     cdef const double[::1] td = np.ascontiguousarray(gait.touchdown, dtype=np.float64)
     cdef const unsigned char[::1] st = np.ascontiguousarray(stance, dtype=bool).view(np.uint8)
-    cdef int i, n = td.shape[0]
+    cdef int n = td.shape[0]
     if st.shape[0] != n or (out is not None and out.shape[0] != n):
         raise ValueError(f"liftoff_weights: expected stance and out ({n},) as the gait's feet")
     w = np.ones(n) if out is None else out
     cdef double[::1] wv = w         # a (feet,) float array: out's own, not a copy
     cdef double period = gait.period, duty = gait.duty, wmax = LIFTOFF_WEIGHT_MAX
-    cdef double ahead = -t if t < 0.0 else 0.0
-    cdef double tp = (t if t > 0.0 else 0.0) / period
-    cdef double left, r
-    for i in range(n):
-        wv[i] = 1.0
-        if horizon <= 0.0 or not st[i]:
-            continue
-        # a foot lifts off (1 - duty) of a cycle before its touchdown phase; standing before
-        # the trot (t < 0) the first lift-off is at t = 0 on
-        left = _mod1(_mod1(td[i] - (1.0 - duty)) - tp) * period + ahead
-        if left < dt:
-            left = dt
-        if left <= horizon + 1e-12:
-            r = horizon / left
-            wv[i] = r * r if r * r < wmax else wmax
+    liftoff_weights_c(td, st, t, period, duty, dt, horizon, wmax, wv)
     return w

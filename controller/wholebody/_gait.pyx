@@ -20,20 +20,10 @@ Python call and NumPy dispatch several times dearer than in a warm loop).
 
 import numpy as np
 
-from libc.math cimport copysign, fmod, pow, sqrt
+from libc.math cimport pow, sqrt
 
 from servoloop.core_cy.dynamics._dynamics cimport Data, DataC, Model, ModelC, fk_c
-
-
-cdef inline double _mod1(double a) noexcept nogil:
-    # np.mod(a, 1.0): the remainder with the divisor's sign (+0.0 for an exact multiple)
-    cdef double m = fmod(a, 1.0)
-    if m != 0.0:
-        if m < 0.0:
-            m += 1.0
-    else:
-        m = copysign(0.0, 1.0)
-    return m
+from servoloop.controller.wholebody._liftoff cimport liftoff_weights_c, mod1
 
 
 cdef inline void _height(double u, double h, double T, double land_depth, double land_fraction,
@@ -107,28 +97,6 @@ cdef void _swing(const double[::1] u_all, double period, double duty, double ste
         _height(u, step_height, T, land_depth, land_fraction, lift_mix, &swing_position[i, 2],
                 &swing_velocity[i, 2], &swing_acceleration[i, 2])
         swing_position[i, 2] += gz
-
-
-cdef void _liftoff_weights(const double[::1] td, const unsigned char[::1] st, double t,
-                           double period, double duty, double dt, double horizon, double wmax,
-                           double[::1] w) noexcept nogil:
-    # force_split.liftoff_weights (and _force_split's), operation for operation: 1, rising as
-    # (horizon / tau)^2 over the last horizon [s] before a stance foot's planned lift-off
-    cdef Py_ssize_t i
-    cdef double ahead = -t if t < 0.0 else 0.0
-    cdef double tp = (t if t > 0.0 else 0.0) / period
-    cdef double left, r
-    for i in range(td.shape[0]):
-        w[i] = 1.0
-        if horizon <= 0.0 or not st[i]:
-            continue
-        # the sign of an exact zero remainder (np.mod's +0.0) does not reach ``left``
-        left = _mod1(_mod1(td[i] - (1.0 - duty)) - tp) * period + ahead
-        if left < dt:
-            left = dt
-        if left <= horizon + 1e-12:
-            r = horizon / left
-            w[i] = r * r if r * r < wmax else wmax
 
 
 cdef class TrotKernel:
@@ -237,9 +205,9 @@ cdef class TrotKernel:
         cdef Py_ssize_t i, nf = self.touchdown.shape[0]
         cdef double phase, u
         cdef int lifting = 0
-        phase = _mod1(t / period)
+        phase = mod1(t / period)
         for i in range(nf):
-            u = _mod1(phase - (self.touchdown[i] - (1.0 - duty))) / (1.0 - duty)
+            u = mod1(phase - (self.touchdown[i] - (1.0 - duty))) / (1.0 - duty)
             self.u_v[i] = u if u < 1.0 else -1.0
             if self.u_v[i] >= 0.0 and self.prev[i]:
                 lifting += 1
@@ -358,6 +326,6 @@ cdef class TrotKernel:
                        self.offset, self.liftoff, self.stance, self.prev, self.sp, self.sv,
                        self.sa)
             if weigh:
-                _liftoff_weights(self.touchdown, self.stance, tgait, period, duty, dt,
-                                 self.horizon, self.wmax, self.w_v)
+                liftoff_weights_c(self.touchdown, self.stance, tgait, period, duty, dt,
+                                  self.horizon, self.wmax, self.w_v)
         return speed

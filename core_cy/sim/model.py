@@ -25,6 +25,7 @@ __all__ = [
     "JointSettings",
     "SIM_XM430_GAINS",
     "simulator_servo_model",
+    "derived_armature",
     "RigidSettings",
     "Ground",
     "contact_points_from_urdf",
@@ -45,12 +46,44 @@ SIM_XM430_GAINS = {"kp_nm_per_rad": 20.0, "kd_nm_s_per_rad": 0.15, "coulomb_nm":
                    "armature_kg_m2": 0.0012, "torque_off_damping_nm_s_per_rad": 0.0}
 
 
+#: The XM430-W350's gear ratio (e-Manual specifications: 353.5 : 1).
+XM430_W350_GEAR_RATIO = 353.5
+#: The rotor inertia [kg m^2] the identified XM430 armature implies at the motor shaft
+#: (rotor and first gear stage): armature / N^2 = 0.0012 / 353.5^2 = 9.6e-9.
+XM430_ROTOR_INERTIA_KG_M2 = SIM_XM430_GAINS["armature_kg_m2"] / XM430_W350_GEAR_RATIO ** 2
+#: Models whose armature the simulator derives from the XM430's (:func:`derived_armature`);
+#: every other model but the XM430-W350 has none (ROBOTIS publishes no rotor inertia).
+DERIVED_ARMATURE_MODELS = ("XM540-W270",)
+
+
+def derived_armature(stall_torque_nm: float, gear_ratio: float) -> float:
+    """Reflected rotor inertia [kg m^2] of an X-series servo without an identification.
+
+    armature = J_rotor N^2, N the gear ratio (e-Manual).  No ROBOTIS page gives a rotor
+    inertia, so J_rotor is the XM430's (:data:`XM430_ROTOR_INERTIA_KG_M2`, from its
+    identified armature) scaled by the motor's stall torque at the rotor, stall / N: the
+    same coreless technology in a longer rotor has inertia and torque in proportion.  For
+    the XM540-W270 (10.6 N m at 12 V, 272.5 : 1) the rotor torque is 3.35x the XM430-W350's
+    (4.1 N m, 353.5 : 1), J_rotor 3.2e-8 kg m^2, the armature 0.0024 kg m^2 (2.0x the
+    XM430's).  A cross-check by size: the XM540's case is ~1.25x the XM430's in each
+    dimension, and a geometrically similar rotor's inertia grows as size^5: 3.1x.
+    """
+    if not (stall_torque_nm > 0 and gear_ratio > 0):
+        raise ValueError(f"derived_armature: stall torque {stall_torque_nm} N m and gear ratio "
+                         f"{gear_ratio} must be > 0")
+    xm430_rotor_torque = XM430_W350_FIGURES.stall_torque_nm / XM430_W350_GEAR_RATIO
+    rotor = XM430_ROTOR_INERTIA_KG_M2 * (stall_torque_nm / gear_ratio) / xm430_rotor_torque
+    return rotor * gear_ratio ** 2
+
+
 def simulator_servo_model(datasheet=None, model: str = "XM430-W350") -> ServoModel:
     """The servo model the simulator gives a joint driven by a ``model`` servo.
 
     The model's defaults from its ``datasheet`` figures
     (:func:`core_cy.actuator.default_servo_model`), with the identified XM430
-    gains above for the XM430-W350.  Without figures: the XM430-W350
+    gains above for the XM430-W350 and the armature of :func:`derived_armature`
+    for the :data:`DERIVED_ARMATURE_MODELS` (their datasheet's ``gear_ratio``).
+    Without figures: the XM430-W350
     (:data:`core_cy.actuator.defaults.XM430_W350_FIGURES`).
     """
     if datasheet is None:
@@ -60,6 +93,9 @@ def simulator_servo_model(datasheet=None, model: str = "XM430-W350") -> ServoMod
     servo = default_servo_model(datasheet, model)
     if model == "XM430-W350":
         servo = servo.with_overrides(SIM_XM430_GAINS)
+    elif model in DERIVED_ARMATURE_MODELS:
+        servo = servo.with_overrides({"armature_kg_m2": derived_armature(
+            datasheet.stall_torque_nm, datasheet.gear_ratio)})
     return servo
 
 

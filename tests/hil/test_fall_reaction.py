@@ -18,6 +18,7 @@ import pytest
 
 from servoloop.controller.config import ControllerConfig, PushConfig, builtin_config
 from servoloop.controller.daemon import Daemon
+from servoloop.controller.faults import Fault, FaultKind
 from servoloop.controller.runtime import make_lockstep
 
 pytestmark = pytest.mark.hil
@@ -25,10 +26,11 @@ pytestmark = pytest.mark.hil
 T_PUSH = 6.5          # s of bus time: the quadruped is 1.2 s into its run
 
 
-def run(cfg, run_s, tip_rad=0.0):
+def run(cfg, run_s, tip_rad=0.0, extra=None, setup=None):
     """Run the daemon; per tick (bus time, torque on per servo, gain scale per servo, max |joint
-    torque| of the plant, max |goal - present| of torqued servos, true tilt).  ``tip_rad``: the
-    simulated robot is turned about its x axis before the daemon connects (lying on its side)."""
+    torque| of the plant, true tilt) and, with ``extra`` (a callable of the bus engine), what it
+    returns.  ``tip_rad``: the simulated robot is turned about its x axis before the daemon
+    connects (lying on its side); ``setup``: called with the daemon before it runs."""
     lock = make_lockstep(cfg)
     rows = []
     try:
@@ -44,10 +46,13 @@ def run(cfg, run_s, tip_rad=0.0):
             q = sim.q
             rows.append((lock.virtual.time_s, eng.torque_on.copy(), eng.kp_scale.copy(),
                          float(np.abs(eng.torque).max()),
-                         2 * math.asin(min(1.0, math.hypot(q[3], q[4])))))
+                         2 * math.asin(min(1.0, math.hypot(q[3], q[4]))))
+                        + (() if extra is None else (extra(eng),)))
 
         lock.clock.on_advance = on_advance
         daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
+        if setup is not None:
+            setup(daemon)
         summary = daemon.run(cfg.startup.ramp_s + run_s)
         end = (eng.torque_on.copy(), eng.kp_scale.copy(), len(rows))
         for _ in range(round(0.5 * cfg.loop.rate_hz)):   # the robot, 0.5 s after the run
@@ -121,6 +126,158 @@ def test_a_quadruped_knocked_over_gets_the_reaction_asked(on_fall):
     assert np.median(tau[damped & (t > T_PUSH + 0.5)]) < 0.5
     assert not on[t > t_fall + 1.1].any()                            # then off
     assert fall["t_s"] > 0
+
+
+#: N m/A, the XM430-W350's torque constant (e-Manual: 4.1 N m at 2.3 A, 12 V)
+XM430_KT = 1.783
+#: N m, one Goal Current unit (2.69 mA) of an XM430-W350: the resolution of a current command
+CURRENT_UNIT_NM = 2.69e-3 * XM430_KT
+
+
+def test_a_quadruped_on_current_servos_knocked_over_is_damped_by_current():
+    """The quadruped's twelve XM430-W350 in current mode (Operating Mode 0, ``wbc`` sends them
+    its joint torques as currents), rolled over by 6 N s from the side: a current servo has no
+    P gain to lower, so ``damp`` sends it the damping current ``-DAMP_KD dq / k_t`` every tick for
+    ``fall_damp_s``.  Checked on the servos: their commanded torque is that damping, to one
+    Goal Current unit; the joints' torques once it lies are small; then torque off."""
+    from servoloop.controller.fall import DAMP_KD
+
+    cfg = quadruped("damp")
+    cfg = replace(cfg, servos=tuple(replace(s, mode="current", torque_constant=XM430_KT)
+                                    for s in cfg.servos))
+    summary, rows, (torque_end, _, n_run) = run(
+        cfg, 3.0, extra=lambda eng: (eng.mode.copy(), eng.command.copy(), eng.velocity.copy(),
+                                     eng.torque.copy()))
+    _fall_of(summary, "damp")
+    assert summary["state"] == "fault"
+    assert [f["kind"] for f in summary["fault_details"]] == ["fall"], summary["fault_details"]
+    t = np.array([r[0] for r in rows])
+    on = np.array([r[1] for r in rows])
+    kp = np.array([r[2] for r in rows])
+    mode = np.array([r[5][0] for r in rows])
+    command = np.array([r[5][1] for r in rows])          # N m the plant's servos are asked
+    velocity = np.array([r[5][2] for r in rows])         # rad/s
+    tau = np.abs(np.array([r[5][3] for r in rows])).max(axis=1)
+    assert (mode == 2).all() and (kp == 1.0).all()       # current servos throughout, no gain touched
+    # torque off fall_damp_s after the fall is seen, and the fall seen within 0.1 s of the push
+    k_off = int(np.argmax((t > T_PUSH) & ~on.any(axis=1)))
+    t_damp = t[k_off] - cfg.safety.fall_damp_s
+    assert T_PUSH < t_damp < T_PUSH + 0.1
+    assert on[t < t[k_off]].all() and not on[k_off:].any() and not torque_end.any()
+    damped = np.flatnonzero((t > t_damp + 0.003) & (t < t[k_off]))
+    # the servos get the damping current: -DAMP_KD times the velocity the loop read a tick before
+    want = -DAMP_KD * velocity[damped - 1]
+    assert np.abs(command[damped] - want).max() <= CURRENT_UNIT_NM
+    assert np.abs(command[damped]).max() > 0.1           # while the limbs still move
+    # ...which was not what wbc asked before the fall (its stance torques)
+    before = np.flatnonzero((t > T_PUSH - 0.1) & (t < T_PUSH))
+    assert np.abs(command[before] + DAMP_KD * velocity[before - 1]).max() > 0.5
+    # the joints' torque while it lies damped (largest of the 12, median): ~0.04 N m, where the
+    # controller left on (warn, position servos) drives 1.16 into the floor
+    assert np.median(tau[damped][t[damped] > T_PUSH + 0.5]) < 0.2
+    assert tau[n_run:n_run + 200].max() <= COULOMB_NM + 1e-9     # off: friction only
+
+
+def _with_the_fall(kind):
+    """A ``setup`` for :func:`run`: a ``kind`` fault (limit or comm) found in the very tick the
+    fall detector fires (the knocked-over quadruped's own fall; the other fault injected at
+    the safety stage's check of that tick)."""
+    def setup(daemon):
+        loop, fired = daemon.loop, []
+        check = loop.fall.check
+
+        def fall_check(t_s):
+            f = check(t_s)
+            if f is not None:
+                fired.append(loop.ticks)
+            return f
+
+        def same_tick(stage_check, fault):
+            def wrapped(*args):
+                f = stage_check(*args)
+                return fault if fired and loop.ticks == fired[0] else f
+            return wrapped
+
+        loop.fall.check = fall_check
+        if kind == "limit":
+            loop.safety.check_measured = same_tick(loop.safety.check_measured, Fault(
+                FaultKind.LIMIT, "lf_knee at -2.71 rad, past its limit", 3, "lf_knee"))
+        else:
+            loop.safety.record_comm = same_tick(loop.safety.record_comm, Fault(
+                FaultKind.COMM, "the bus stopped answering", 3, "lf_knee"))
+    return setup
+
+
+def test_a_fall_with_a_joint_limit_fault_in_the_same_tick_is_damped():
+    """A joint thrown past its limit in the tick the fall is seen: the fall decides (damping
+    serves a falling robot; torque off would drop it limp), both are recorded, fall first."""
+    summary, rows, (torque_end, kp_end, _) = run(quadruped("damp"), 3.0, setup=_with_the_fall("limit"))
+    _fall_of(summary, "damp")
+    assert [f["kind"] for f in summary["fault_details"]] == ["fall", "limit"], summary["fault_details"]
+    t = np.array([r[0] for r in rows])
+    on = np.array([r[1] for r in rows])
+    kp = np.array([r[2] for r in rows])
+    k_fall = int(np.argmax((t > T_PUSH) & (kp != 1.0).any(axis=1)))
+    assert T_PUSH < t[k_fall] < T_PUSH + 0.1
+    damped = (t >= t[k_fall]) & (t < t[k_fall] + 0.9)
+    assert on[damped].all() and np.allclose(kp[damped], 0.125, atol=0.002)   # soft, not limp
+    assert not on[t > t[k_fall] + 1.1].any() and not torque_end.any() and (kp_end == 1.0).all()
+
+
+def test_a_fall_in_the_tick_the_loop_is_declared_late_is_damped():
+    """The late-tick fault is found at the start of a tick, before the fall check: before, it
+    decided and the fallen robot dropped limp.  The run is deterministic (lockstep): a first run
+    finds the tick the fall is seen, the second declares that tick the loop's last straw of late
+    ticks.  The fall decides (the damping's own ticks are on time), both recorded."""
+    ticks = []
+
+    def find(daemon):
+        check = daemon.loop.fall.check
+
+        def fall_check(t_s):
+            f = check(t_s)
+            if f is not None:
+                ticks.append(daemon.loop.ticks)
+            return f
+        daemon.loop.fall.check = fall_check
+
+    first, _, _ = run(quadruped("damp"), 3.0, setup=find)
+    assert [f["kind"] for f in first["fault_details"]] == ["fall"] and len(ticks) == 1
+
+    def late_then(daemon):
+        loop, late = daemon.loop, daemon.loop.safety.late
+        loop.safety.late = lambda skipped: (Fault(FaultKind.LATE, "10 consecutive late ticks")
+                                             if loop.ticks == ticks[0] else late(skipped))
+
+    summary, rows, (torque_end, kp_end, _) = run(quadruped("damp"), 3.0, setup=late_then)
+    assert summary["fall"]["t_s"] == first["fall"]["t_s"]          # the same fall, the same tick
+    assert [f["kind"] for f in summary["fault_details"]] == ["fall", "late"], summary["fault_details"]
+    t = np.array([r[0] for r in rows])
+    on = np.array([r[1] for r in rows])
+    kp = np.array([r[2] for r in rows])
+    damped = (t > T_PUSH + 0.1) & (t < T_PUSH + 0.9)
+    assert on[damped].all() and np.allclose(kp[damped], 0.125, atol=0.002)
+    assert not torque_end.any() and (kp_end == 1.0).all()
+
+
+@pytest.mark.parametrize("comm_action", ["torque_off", "hold"])
+def test_a_fall_with_a_comm_fault_in_the_same_tick_gets_torque_off(comm_action):
+    """The bus failing in the tick the fall is seen: damping needs the bus, so the comm fault
+    decides: torque off at once, no gain touched; and a fallen robot is not held at its last
+    goal even with ``comm_timeout_action: hold``.  Both recorded, comm first."""
+    cfg = quadruped("damp")
+    cfg = replace(cfg, safety=replace(cfg.safety, comm_timeout_action=comm_action))
+    summary, rows, (torque_end, kp_end, _) = run(cfg, 3.0, setup=_with_the_fall("comm"))
+    _fall_of(summary, "damp")
+    assert [f["kind"] for f in summary["fault_details"]] == ["comm", "fall"], summary["fault_details"]
+    t = np.array([r[0] for r in rows])
+    on = np.array([r[1] for r in rows])
+    kp = np.array([r[2] for r in rows])
+    k_off = int(np.argmax((t > T_PUSH) & ~on.all(axis=1)))
+    assert T_PUSH < t[k_off] < T_PUSH + 0.1
+    assert not on[k_off:].any() and not torque_end.any()        # off at once, and stays off
+    assert (kp == 1.0).all() and (kp_end == 1.0).all()          # never softened
+    assert not [w for w in summary["warnings"] if "left torqued" in w], summary["warnings"]
 
 
 def test_a_recovered_push_is_no_fall_with_the_same_detector():

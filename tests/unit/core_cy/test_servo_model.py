@@ -138,3 +138,22 @@ def test_the_simulators_default_figures_are_the_xm430_tables():
     ds = get_table("XM430-W350").datasheet
     assert (XM430_W350_FIGURES.stall_torque_nm, XM430_W350_FIGURES.no_load_speed_rpm,
             XM430_W350_FIGURES.voltage_v) == (ds.stall_torque_nm, ds.no_load_speed_rpm, ds.voltage_v)
+
+
+def test_xm540_w270_simulator_armature_is_the_xm430_rotor_scaled_by_rotor_torque():
+    # The XM430-W350's armature is identified (ToddlerBot); the XM540-W270's had none (0:
+    # its legs swung like weightless rotors).  Its derivation: J_rotor N^2, the rotor inertia
+    # per unit of rotor-side stall torque (stall / N) the XM430's.  The figures come from
+    # the control tables' datasheet blocks (e-Manual), not from the simulator module.
+    from servoloop.core_cy.sim.model import simulator_servo_model
+
+    rotor_per_torque = {}
+    for name in ("XM430-W350", "XM540-W270"):
+        ds = get_table(name).datasheet
+        arm = simulator_servo_model(ds, name).armature_kg_m2
+        assert arm > 0.0, name
+        rotor_per_torque[name] = (arm / ds.gear_ratio ** 2) / (ds.stall_torque_nm / ds.gear_ratio)
+    assert rotor_per_torque["XM540-W270"] == pytest.approx(rotor_per_torque["XM430-W350"], rel=1e-12)
+    # 0.0012 kg m^2 x (272.5 / 353.5) x (10.6 / 4.1): twice the XM430's, not a copy of it
+    xm540 = simulator_servo_model(get_table("XM540-W270").datasheet, "XM540-W270").armature_kg_m2
+    assert xm540 == pytest.approx(0.0012 * (272.5 / 353.5) * (10.6 / 4.1), rel=1e-12)
