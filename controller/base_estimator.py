@@ -287,6 +287,7 @@ class BaseEstimator:
         self._kernel.bind_outputs(base.position, base.quaternion, base.linear_velocity, base.angular_velocity,
                                   base.contact.view(np.uint8), self.telemetry)
         self.gyro = self.accel = self.rpy = None
+        self._run_start = None     # the estimate when the run state began (:meth:`mark_run_start`)
 
     @property
     def started(self) -> bool:
@@ -336,11 +337,26 @@ class BaseEstimator:
         self.base.valid = ok
         return ok
 
-    def summary(self) -> dict:
-        """``base_position_in_world`` [m] and ``base_rpy`` [rad] of the last estimate (JSON-able)."""
+    def _pose(self) -> dict:
         q = self.quaternion if self._kernel.has_orientation else (0.0, 0.0, 0.0, 1.0)
         return {"base_position_in_world": [float(x) for x in self.p],
-                "base_rpy": [float(x) for x in quat_rpy(q)],
+                "base_rpy": [float(x) for x in quat_rpy(q)]}
+
+    def mark_run_start(self) -> None:
+        """Keep the estimate as the run state begins (after the startup ramp), for :meth:`summary`.
+
+        x, y count from where the base lay at power-up, and a robot that stands up from lying
+        moves its trunk there: the built-in quadruped's ~0.10 m forward (its legs unfold from
+        under the trunk and its feet slide), so a standing run's summary ends at x ~ 0.09-0.10 m
+        without any drift.  Its move since this mark is the run's own."""
+        self._run_start = self._pose() if self.started else None
+
+    def summary(self) -> dict:
+        """``base_position_in_world`` [m], ``base_rpy`` [rad] (and velocity, contacts) of the last
+        estimate, and ``at_run_start``: its position and rpy as the run state began (None before
+        it, or if the estimate had not started); JSON-able."""
+        return {**self._pose(),
                 "base_velocity_in_world": [float(x) for x in self.v],
                 "contact": {f.link: bool(c) for f, c in zip(self.feet, self._stance, strict=True)},
-                "valid": bool(self.base.valid)}
+                "valid": bool(self.base.valid),
+                "at_run_start": self._run_start}
