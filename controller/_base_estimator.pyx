@@ -107,6 +107,7 @@ cdef class BaseKernel:
     cdef double M[9]
     cdef double mount_inv[4]
     cdef double gain, dt, h, vz_max, acc, rp, rv
+    cdef double dt0, tau      # the tick period and STANCE_TAU_S (dt: this tick's step, see run)
     cdef double[::1] q, v, p, vel, quat, omega, sole
     cdef double[:, ::1] R, r, vrel, anchor, roll
     cdef unsigned char[::1] stance, lifted, cand, fast
@@ -167,6 +168,7 @@ cdef class BaseKernel:
         self.gain, self.dt = gain, dt
         self.h, self.vz_max = contact_height, contact_speed
         self.lift, self.land = contact_lift, 0.5 * contact_lift
+        self.dt0, self.tau = dt, stance_tau
         self.alpha = min(1.0, dt / stance_tau) if stance_tau > 0 else 1.0
         self.acc = accel_noise ** 2
         self.rp, self.rv = position_noise ** 2, velocity_noise ** 2
@@ -239,11 +241,17 @@ cdef class BaseKernel:
         """False until the attitude filter has seen its first reading."""
         return bool(self.has_quat)
 
-    def run(self) -> bool:
-        """One tick; False (nothing but telemetry's ``base.valid`` changed) when an input is NaN."""
+    def run(self, double elapsed=0.0) -> bool:
+        """One tick; False (nothing but telemetry's ``base.valid`` changed) when an input is NaN.
+
+        ``elapsed``: s since the last estimate (0: the tick period).  After a skipped or
+        stale tick the readings are two or more periods apart; integrated over one period,
+        each such tick lost that share of the motion (the quadruped's stand-up under load)."""
         cdef bint ok
         if not (self.bound and self.outputs):
             return False
+        self.dt = elapsed if elapsed > 0 else self.dt0
+        self.alpha = min(1.0, self.dt / self.tau) if self.tau > 0 else 1.0
         with nogil:
             ok = self._tick()
         return ok

@@ -257,6 +257,9 @@ def cmd_run(args) -> int:
         # where the robot lay when the servos were powered up (the plant lets it fall and settle
         # first): the estimate starts from there, so its position compares with the truth's move
         power_up = base_state() if base_state is not None else None
+        run_start = []      # and where it stood as the run began (after the startup ramp)
+        if base_state is not None:
+            daemon.run_start_hooks.append(lambda: run_start.append(base_state()))
         try:
             summary = daemon.run(args.duration)
         finally:
@@ -265,6 +268,7 @@ def cmd_run(args) -> int:
         if base_state is not None and base_state() is not None:
             summary["simulation"] = base_state()      # the plant's truth, to compare with estimates
             summary["simulation"]["at_power_up"] = power_up
+            summary["simulation"]["at_run_start"] = run_start[0] if run_start else None
     finally:
         if vproc is not None:
             vproc.stop()
@@ -485,6 +489,11 @@ def cmd_status(args) -> int:
         feet = " ".join(f"{k}={'down' if v else 'up'}" for k, v in est["contact"].items())
         print(f"  base estimate{'' if est['valid'] else ' (INVALID)'}: xyz {p[0]:.3f} {p[1]:.3f} {p[2]:.3f} m  "
               f"rpy {r[0]:.3f} {r[1]:.3f} {r[2]:.3f} rad  feet {feet}")
+        s = est.get("at_run_start")
+        if s:       # x, y count from power-up: a stand-up from lying moves the trunk there
+            d = [a - b for a, b in zip(p, s["base_position_in_world"], strict=True)]
+            print(f"  since the run began: xyz {d[0]:+.3f} {d[1]:+.3f} {d[2]:+.3f} m  "
+                  f"yaw {r[2] - s['base_rpy'][2]:+.3f} rad")
     _print_faults(st)
     return EXIT_OK
 

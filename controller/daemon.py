@@ -140,6 +140,9 @@ class Daemon:
         self._torque_on = False
         self._run_wall0 = self._run_wall1 = self._run_dl1 = 0
         self.helper_threads: list = []  # other threads that take the GIL (status line, ...)
+        #: callables run once as the run state begins, after the startup ramp (``run --lockstep``
+        #: keeps the simulator's truth there beside the estimate's ``at_run_start``)
+        self.run_start_hooks: list = []
         self.outputs = Outputs(resolve_telemetry_path(cfg, telemetry_path), resolve_socket_path(cfg, socket_path))
 
     # ------------------------------------------------------------------
@@ -306,6 +309,10 @@ class Daemon:
             loop.safety.limits.restore()  # the ramp has brought every joint inside its limits
             loop.run_t0 = rate.next_deadline_ns
             self._run_wall0 = time.monotonic_ns()
+            if loop.base_estimator is not None:
+                loop.base_estimator.mark_run_start()
+            for hook in self.run_start_hooks:
+                hook()
         end_ns = None if duration_s is None else rate.next_deadline_ns + int(duration_s * 1e9)
         self.env.pause_gc()  # normally done by startup already
         try:

@@ -43,8 +43,9 @@ class Estimator:
         """The arrays the read stage fills each tick ((n,), servo space, SI)."""
         self._position, self._velocity, self._effort = position, velocity, effort
 
-    def run(self) -> None:
-        """servo -> joint for this tick (no allocation)."""
+    def run(self, elapsed_s: float = 0.0) -> None:
+        """servo -> joint for this tick (no allocation); ``elapsed_s``: s since the last
+        estimate (0: one tick period), for the base estimate's integration."""
         self.joint_map.to_joint(self._position, self._velocity, self._effort, self.state, self.current)
         if self.base is not None:
-            self.base.run()
+            self.base.run(elapsed_s)

@@ -207,6 +207,7 @@ class ControlLoop:
         #: tick's bus traffic, ns: a gap from there long enough to have fired it is checked
         self.watchdog = BusWatchdogGuard(event)
         self._last_bus_end_ns = 0
+        self._est_ns = 0     # the deadline of the last tick that estimated (0: none yet)
         self._ride = False   # the monitor's registers ride in the tick's read (bind)
 
     @property
@@ -365,7 +366,9 @@ class ControlLoop:
         # estimates nothing: the joint state and the base estimate (its ``valid`` too) keep the
         # last tick's values; the base estimator would take the same IMU sample as a new one
         if not stale:
-            self.estimate.run()
+            # the time since the last estimate: more than a period after a skipped or stale tick
+            last, self._est_ns = self._est_ns, rate.deadline_ns
+            self.estimate.run((rate.deadline_ns - last) * 1e-9 if last else 0.0)
         if self.any_disabled:  # a disabled servo's joint: its last goal, at rest (no NaN into control)
             np.copyto(self.state.position, self.safety.slew.last, where=self.disabled)
             np.copyto(self.state.velocity, 0.0, where=self.disabled)

@@ -43,8 +43,8 @@ def _trot(speed: float) -> dict:
         estimate = est.run
         start = cfg.startup.ramp_s + 0.5
 
-        def recorded():
-            ok = estimate()
+        def recorded(elapsed_s=0.0):
+            ok = estimate(elapsed_s)
             if lock.virtual.time_s >= start:
                 qs, vs = sim.q.copy(), sim.v.copy()
                 robot.kinematics(qs)

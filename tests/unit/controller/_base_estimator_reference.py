@@ -128,7 +128,7 @@ class ReferenceEstimator:
         base.feet = tuple(feet)
         base.contact = np.zeros(len(feet), dtype=bool)
         self.position, self.velocity = position, velocity
-        self.dt = float(dt)
+        self.dt = self._dt0 = float(dt)
         self.contact_height = float(contact_height)
         self.contact_speed = float(contact_speed)
         self.slide_speed = float(slide_speed)
@@ -414,8 +414,11 @@ class ReferenceEstimator:
             self.ground[i] = self.p[2] + self._sole[i]
         self.started = True
 
-    def run(self) -> bool:
-        """One tick; False (``base.valid`` False, the last estimate kept) when an input is NaN."""
+    def run(self, elapsed: float = 0.0) -> bool:
+        """One tick; False (``base.valid`` False, the last estimate kept) when an input is NaN.
+        ``elapsed``: s since the last estimate (0: the tick period)."""
+        self.dt = elapsed if elapsed > 0 else self._dt0
+        self._alpha = min(1.0, self.dt / STANCE_TAU_S)
         base = self.base
         g, a, r = self.gyro, self.accel, self.rpy
         # a NaN anywhere makes the sums NaN: one check per array, no temporary arrays

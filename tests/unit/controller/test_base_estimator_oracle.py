@@ -41,11 +41,11 @@ class _Compare:
         self.no_foot_down = 0
         self._last = None
 
-    def check(self, ok: bool) -> None:
+    def check(self, ok: bool, elapsed: float = 0.0) -> None:
         be, ref = self.be, self.ref
         if ref.gyro is None and be.gyro is not None:
             ref.bind(be.gyro, be.accel, be.rpy)
-        assert ref.run() == ok
+        assert ref.run(elapsed) == ok
         a, b = be.base, ref.base
         assert a.valid == b.valid
         assert np.array_equal(a.contact, b.contact), (self.ticks, a.contact, b.contact)
@@ -81,9 +81,9 @@ def test_a_lockstep_trot_gives_the_same_estimate_tick_for_tick():
         cmp = _Compare(be, cfg, be.dt)
         run = be.run
 
-        def run_both():
-            ok = run()
-            cmp.check(ok)
+        def run_both(elapsed_s=0.0):
+            ok = run(elapsed_s)
+            cmp.check(ok, elapsed_s)       # the loop's deadlines' difference (< MAX_STEP_S)
             return ok
 
         be.run = run_both
@@ -136,3 +136,46 @@ def test_random_inputs_give_the_same_estimate(robot):
     assert cmp.invalid > 10 and cmp.contact_changes > 5 and cmp.no_foot_down > 0
     if robot == "quadruped":      # it lies on its trunk with the legs folded
         assert airborne > 50 and rest_changes > 4, (airborne, rest_changes)
+
+
+def test_ticks_of_any_length_give_the_same_estimate():
+    """A skipped or stale tick leaves 2+ periods between estimates (``run(elapsed_s)``): the
+    kernel integrates, propagates the attitude, rolls the anchors and filters the stance
+    heights over that time as the oracle does; a step is never longer than ``MAX_STEP_S``."""
+    from servoloop.controller.base_estimator import MAX_STEP_S
+
+    cfg = builtin_config("quadruped")
+    pose = standing_pose(cfg)
+    q0 = np.array([float(pose.get(j, 0.0)) for j in cfg.joint_names])
+    q, dq = q0.copy(), np.zeros(cfg.n)
+    gyro, acc, rpy = np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3)
+    dt = 1.0 / cfg.loop.rate_hz
+    be = BaseEstimator(cfg, BaseState(), q, dq, dt)
+    be.bind(gyro, acc, rpy)
+    cmp = _Compare(be, cfg, dt)
+    rng = np.random.default_rng(3)
+    moved = 0.0
+    for k in range(600):
+        dq[:] = rng.normal(0, 0.3, cfg.n)
+        q[:] = q0 + rng.normal(0, 0.05, cfg.n)
+        gyro[:] = rng.normal(0, 0.2, 3)
+        acc[:] = (0.5, 0.0, 9.81) + rng.normal(0, 0.3, 3)
+        rpy[:] = rng.normal(0, 0.01, 3)
+        elapsed = dt * int(rng.integers(1, 5)) if k % 3 else 0.0
+        cmp.check(be.run(elapsed), elapsed)
+        moved = max(moved, abs(be.p[0]))
+    assert cmp.ticks == 600 and moved > 0.01
+    # the step is capped: a 1 s gap moves the estimate as MAX_STEP_S does
+    a = BaseEstimator(cfg, BaseState(), q, dq, dt)
+    b = BaseEstimator(cfg, BaseState(), q, dq, dt)
+    for e in (a, b):
+        e.bind(gyro, acc, rpy)
+        e.run()
+    a.run(1.0)
+    b.run(MAX_STEP_S)
+    assert np.array_equal(a.p, b.p) and np.array_equal(a.v, b.v)
+    c = BaseEstimator(cfg, BaseState(), q, dq, dt)
+    c.bind(gyro, acc, rpy)
+    c.run()
+    c.run(dt)
+    assert not np.array_equal(c.p, b.p)
