@@ -174,6 +174,9 @@ def apply_calibration(cfg, cal: Calibration):
         hit += 1
         friction = cal.friction(s.model)
         given = dict(s.friction_from, **{key: f"calibration {cal.path}" for key in friction})
+        for key in FRICTION_KEYS.keys() - friction.keys():
+            if getattr(s, key) is None:      # said with the default in use (servo_friction)
+                given[key] = f"calibration {cal.path} has none"
         s = replace(s, **friction, friction_from=tuple(given.items()))
         if not cal.identified_stiffness:
             servos.append(s)          # friction only (calibrate friction): the stiffness stays

@@ -65,6 +65,7 @@ from servoloop.controller.loop import ControlLoop
 from servoloop.controller.outputs import Outputs, resolve_socket_path, resolve_telemetry_path
 from servoloop.controller.realtime import LoopEnvironment
 from servoloop.controller.servo_faults import OPERATING_MODES
+from servoloop.controller.servo_friction import friction_summary, friction_text
 from servoloop.controller.startup_ramp import hold_present_pose
 from servoloop.controller.telemetry import servo_header
 
@@ -126,6 +127,10 @@ class Daemon:
         self.controller = make_controller(cfg.controller.name, self.ctx, cfg.controller.params)
         self.loop = ControlLoop(cfg, self.clock, self.controller, self.ctx, self.lifecycle, self._event)
         self.readonly = readonly
+        #: the servos' gearbox friction in use and where it came from (summary, status, log)
+        self.friction = friction_summary(cfg)
+        for entry in self.friction:
+            log.info("friction: %s", friction_text(entry))
 
         self.faults: list[Fault] = []
         self.warnings: list[str] = []
@@ -502,7 +507,7 @@ class Daemon:
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
-            "controller": self.controller.status(),
+            "controller": self.controller.status(), "friction": self.friction,
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly,
             "read_ahead": self.loop.read_ahead, "stale_reads": self.loop.read.stale_reads,
@@ -563,7 +568,7 @@ class Daemon:
             "state": self.lifecycle.state.label,
             "stop_reason": self.stop_reason,
             "robot": self.cfg.robot,
-            "controller": self.cfg.controller.name,
+            "controller": self.cfg.controller.name, "friction": self.friction,
             "total_ticks": int(self.tick),
             "read_ahead": self.loop.read_ahead,
             "late_read": self.loop.read.late_read, "stale_reads": self.loop.read.stale_reads,

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-__all__ = ["ServoFriction", "servo_friction", "friction_summary", "friction_text", "check_friction"]
+__all__ = ["ServoFriction", "servo_friction", "friction_summary", "friction_text", "print_friction",
+           "check_friction"]
 
 #: the ServoConfig keys, their unit and the servo model field they override
 KEYS = {"coulomb_friction": ("N*m", "coulomb_nm"), "viscous_friction": ("N*m*s/rad", "viscous_nm_s_per_rad")}
@@ -31,6 +30,8 @@ class ServoFriction:
     [N*m*s/rad] and, for each, where it came from (``sources``: n pairs of strings)."""
 
     def __init__(self, coulomb, viscous, sources) -> None:
+        import numpy as np  # not at import: ``servoloop status`` prints with this module
+
         self.coulomb_nm = np.asarray(coulomb, dtype=float)
         self.viscous_nm_s_per_rad = np.asarray(viscous, dtype=float)
         self.sources = tuple(sources)
@@ -55,7 +56,7 @@ def servo_friction(cfg) -> ServoFriction:
             value = getattr(s, key)
             if value is None:
                 out.append(getattr(_default_model(s.model), KEYS[key][1]))
-                pair.append(f"{s.model} default")
+                pair.append(f"{s.model} default" + (f"; {given[key]}" if key in given else ""))
             else:
                 out.append(value)
                 pair.append(given.get(key, where))
@@ -85,6 +86,12 @@ def friction_text(entry: dict) -> str:
         f"Coulomb: {entry['coulomb_source']}; viscous: {entry['viscous_source']}"
     return (f"Coulomb {entry['coulomb_nm']:.4g} N*m, viscous {entry['viscous_nm_s_per_rad']:.4g} N*m*s/rad "
             f"({src}) on {on}")
+
+
+def print_friction(summary: dict) -> None:
+    """``  friction: ...`` lines of a run summary or a status (none from an older daemon)."""
+    for entry in summary.get("friction") or ():
+        print(f"  friction: {friction_text(entry)}")
 
 
 def check_friction(s, i: int, where: str, err) -> None:
