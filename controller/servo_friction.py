@@ -64,10 +64,11 @@ def servo_friction(cfg) -> ServoFriction:
     return ServoFriction(coulomb, viscous, sources)
 
 
-def friction_summary(cfg) -> list[dict]:
+def friction_summary(cfg, log=None) -> list[dict]:
     """The friction in use, one entry per distinct (figures, sources), in config order:
     ``{"coulomb_nm", "viscous_nm_s_per_rad", "coulomb_source", "viscous_source", "joints"}``
-    (the run summary's and ``servoloop status``'s ``friction``)."""
+    (the run summary's and ``servoloop status``'s ``friction``); each said at info level on
+    ``log`` (a logging.Logger) when given (the daemon's startup log)."""
     f = servo_friction(cfg)
     groups: dict[tuple, dict] = {}
     for s, kc, b, src in zip(cfg.servos, f.coulomb_nm, f.viscous_nm_s_per_rad, f.sources, strict=True):
@@ -75,6 +76,8 @@ def friction_summary(cfg) -> list[dict]:
         entry = groups.setdefault(key, {"coulomb_nm": float(kc), "viscous_nm_s_per_rad": float(b),
                                         "coulomb_source": src[0], "viscous_source": src[1], "joints": []})
         entry["joints"].append(s.joint)
+    for entry in groups.values() if log is not None else ():
+        log.info("friction: %s", friction_text(entry))
     return list(groups.values())
 
 

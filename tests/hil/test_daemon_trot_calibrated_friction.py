@@ -65,6 +65,7 @@ def touchdown_errors(cfg):
 
         ctl.core.step = recorded
         summary = daemon.run(2.5)
+        summary["status_friction"] = daemon.status()["friction"]     # servoloop status's
     finally:
         lock.close()
     assert summary["state"] == "done", summary["faults"]
@@ -94,6 +95,7 @@ def test_the_calibrated_friction_lands_the_feet_on_their_reference(calibration):
     # the run says which friction it used, and where it came from
     [entry] = summary["friction"]
     assert entry["coulomb_nm"] == kc and entry["coulomb_source"] == f"calibration {calibration.path}"
+    assert summary["status_friction"] == summary["friction"]
     # measured: median 0.71 mm calibrated, 2.03 mm with the default friction
     med_cal, med_def = np.median(err_cal), np.median(err_def)
     assert med_cal < 1.0e-3, err_cal

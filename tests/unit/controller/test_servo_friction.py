@@ -16,7 +16,7 @@ from servoloop.controller.config import builtin_config, config_from_dict, load_c
 from servoloop.controller.controllers import Command, ControllerContext, JointState, make_controller
 from servoloop.controller.controllers.wbc import COULOMB_BAND
 from servoloop.controller.errors import ConfigError
-from servoloop.controller.servo_friction import friction_summary, servo_friction
+from servoloop.controller.servo_friction import friction_summary, print_friction, servo_friction
 
 #: the XM430-W350's default gearbox Coulomb friction in the servo model [N m]
 DEFAULT_KC = 0.134
@@ -106,7 +106,7 @@ def test_friction_set_by_hand_in_the_config_reaches_the_command(tmp_path):
     assert entry["viscous_source"] == cfg.source         # the config file that set it
 
 
-def test_the_summary_says_where_each_friction_came_from(tmp_path):
+def test_the_summary_says_where_each_friction_came_from(tmp_path, capsys):
     cfg = builtin_config("quadruped")
     [entry] = friction_summary(cfg)
     assert entry["coulomb_nm"] == DEFAULT_KC and entry["viscous_nm_s_per_rad"] == 0.0
@@ -117,6 +117,10 @@ def test_the_summary_says_where_each_friction_came_from(tmp_path):
     assert entry["coulomb_nm"] == 0.27 and entry["coulomb_source"] == f"calibration {path}"
     # the bench's law has no viscous term: the default stays, and the summary says the file had none
     assert entry["viscous_source"] == f"XM430-W350 default; calibration {path} has none"
+    print_friction({"friction": [entry]})            # the summary's and servoloop status's line
+    assert capsys.readouterr().out == (
+        f"  friction: Coulomb 0.27 N*m, viscous 0 N*m*s/rad (Coulomb: calibration {path}; viscous: "
+        f"XM430-W350 default; calibration {path} has none) on 12 joints\n")
 
 
 SERVO = {"id": 1, "model": "XM430-W350", "joint": "a"}
@@ -144,3 +148,11 @@ def test_friction_keys_load_from_yaml():
     assert (cfg.servos[0].coulomb_friction, cfg.servos[0].viscous_friction) == (0.1, 0.02)
     [entry] = friction_summary(cfg)
     assert entry["coulomb_source"] == entry["viscous_source"] == "the robot config"
+
+
+def test_the_config_schema_offers_the_friction_keys_only():
+    from servoloop.controller.schema import config_schema
+
+    servo = config_schema()["properties"]["servos"]["items"]["properties"]
+    assert servo["coulomb_friction"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
+    assert "viscous_friction" in servo and "friction_from" not in servo     # set by --calibration
