@@ -156,3 +156,27 @@ def test_the_config_schema_offers_the_friction_keys_only():
     servo = config_schema()["properties"]["servos"]["items"]["properties"]
     assert servo["coulomb_friction"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
     assert "viscous_friction" in servo and "friction_from" not in servo     # set by --calibration
+
+
+def test_a_friction_sweep_file_applies_to_the_servos_of_its_model_only(tmp_path, capsys):
+    """``servoloop calibrate friction --model M --out F``: the report names its model, so
+    ``--calibration F`` gives its friction to the M servos, not to the others of the robot."""
+    import json
+
+    from servoloop.calibration.cli import main as calibrate
+
+    v = np.array([0.1, 0.2, 0.4, 0.8, 1.6, 3.2])
+    v = np.concatenate([v, -v])
+    log = tmp_path / "sweep.json"
+    log.write_text(json.dumps({"velocity": v.tolist(), "torque": (0.2 * np.sign(v) + 0.03 * v).tolist()}))
+    out = tmp_path / "friction.yaml"
+    assert calibrate(["calibrate", "friction", "--log", str(log), "--model", "XM430-W350",
+                      "--out", str(out)]) == 0
+    capsys.readouterr()
+    cal = load_calibration(out)
+    assert cal.model == "XM430-W350"
+    cfg = config_from_dict({"servos": [SERVO, {"id": 2, "model": "XL330-M288", "joint": "b"}]})
+    xm, xl = apply_calibration(cfg, cal).servos
+    assert xm.coulomb_friction == pytest.approx(0.2, abs=1e-3)
+    assert xm.viscous_friction == pytest.approx(0.03, abs=1e-3)
+    assert (xl.coulomb_friction, xl.viscous_friction) == (None, None)
