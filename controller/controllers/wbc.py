@@ -43,8 +43,9 @@ params (all optional; defaults work on the built-in quadruped):
   noise, which tips the 200 Hz humanoid over on compliant ground;
 - ``coulomb_compensation``: add each servo's gearbox Coulomb friction ``k_c`` to the
   torque sent, in the direction of the measured joint velocity, its sign ramped over
-  ``COULOMB_BAND`` (0.1 rad/s), and cancel its viscous friction ``b`` with the damping
-  advance (``(k_d + b) / k_p``) (default false for ``wbc``, true for ``trot``).  ``k_c``
+  ``COULOMB_BAND`` (0.1 rad/s), and cancel a position servo's viscous friction ``b`` with
+  the damping advance (``(k_d + b) / k_p``; a current servo's ``b`` is not compensated)
+  (default false for ``wbc``, true for ``trot``).  ``k_c``
   and ``b`` are the calibrated ones (``servoloop run --calibration``), else the config's
   ``servos[].coulomb_friction`` / ``viscous_friction``, else the servo model's (0.134 N m
   and 0 on the XM430-W350; :mod:`controller.servo_friction`).  The servo law the goal offset
