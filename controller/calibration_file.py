@@ -10,8 +10,9 @@ identified (:data:`FRICTION_KEYS`: Coulomb from ``calibrate actuator`` / ``fit``
 ``friction``, viscous from ``fit`` and ``friction`` only: the bench's seed-000 law has
 none, its ``kd`` holds it) as ``coulomb_friction`` / ``viscous_friction``, which the
 controllers that invert the servo law use (:mod:`controller.servo_friction`); a friction
-the report lacks stays the config's or the model's default.  A report that identified no
-stiffness (``calibrate friction``'s) leaves ``position_stiffness`` and the gain alone.
+the report lacks stays the config's or the model's default.  A report that does not model
+the position loop (``calibrate friction``'s: :data:`STIFFNESS_KEYS`) leaves
+``position_stiffness`` and the gain alone.
 It applies to the servos of the model the report names (``data.servo.model``), or to
 every servo when it names none (a simulated bench).
 """
@@ -33,8 +34,10 @@ __all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_ove
 #: ``calibrate friction``'s ``coulomb`` and ``viscous``
 FRICTION_KEYS = {"coulomb_friction": ("kc", "friction_base", "coulomb"),
                  "viscous_friction": ("friction_viscous", "viscous")}
-#: params that identify a position stiffness
-STIFFNESS_KEYS = ("kp", "kp_scale", "kp_by_gain")
+#: params of a report that models the position loop (seed 000's kp, or a voltage-drive fit's
+#: motor, whose P law runs at the pinned gain); one with none of them (``calibrate
+#: friction``'s) sets the friction only
+STIFFNESS_KEYS = ("kp", "kp_scale", "kp_by_gain", "kt")
 
 
 def gain_registers(table) -> tuple[str, ...]:
@@ -73,7 +76,7 @@ class Calibration:
 
     @property
     def identified_stiffness(self) -> bool:
-        """Did the report identify a position stiffness (not only friction)?"""
+        """Does the report model the position loop (not only the friction)?"""
         return any(k in (self.report.get("params") or {}) for k in STIFFNESS_KEYS)
 
     def friction(self, servo_model: str) -> dict[str, float]:

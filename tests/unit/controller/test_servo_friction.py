@@ -180,3 +180,17 @@ def test_a_friction_sweep_file_applies_to_the_servos_of_its_model_only(tmp_path,
     assert xm.coulomb_friction == pytest.approx(0.2, abs=1e-3)
     assert xm.viscous_friction == pytest.approx(0.03, abs=1e-3)
     assert (xl.coulomb_friction, xl.viscous_friction) == (None, None)
+
+
+def test_a_voltage_model_fit_still_pins_its_gain_and_gives_its_friction(tmp_path):
+    """``calibrate fit --model m1`` (a motor, no kp): the position loop is modelled at the
+    logs' gain, which stays pinned; its ``friction_base`` / ``friction_viscous`` reach the servos."""
+    doc = {"model": "m1", "params": {"kt": 1.6, "R": 4.0, "armature": 0.01, "q_offset": 0.0,
+                                     "friction_base": 0.09, "friction_viscous": 0.012},
+           "fit": {"logs": [{"kp_fw": 640}]}, "data": {"servo": {"model": "XM430-W350"}}}
+    path = tmp_path / "m1.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = apply_calibration(builtin_config("quadruped"), load_calibration(path))
+    s = cfg.servos[0]
+    assert s.registers["position_p_gain"] == 640 and s.position_stiffness is not None
+    assert (s.coulomb_friction, s.viscous_friction) == (0.09, 0.012)
