@@ -45,10 +45,10 @@ params (all optional; defaults work on the built-in quadruped):
   torque sent, in the direction of the measured joint velocity, its sign ramped over
   ``COULOMB_BAND`` (0.1 rad/s), and cancel a position servo's viscous friction ``b`` with
   the damping advance (``(k_d + b) / k_p``; a current servo's ``b`` is not compensated)
-  (default false for ``wbc``, true for ``trot``).  ``k_c``
-  and ``b`` are the calibrated ones (``servoloop run --calibration``), else the config's
-  ``servos[].coulomb_friction`` / ``viscous_friction``, else the servo model's (0.134 N m
-  and 0 on the XM430-W350; :mod:`controller.servo_friction`).  The servo law the goal offset
+  (default false for ``wbc``, true for ``trot``).  ``k_c`` and ``b`` are the calibrated
+  ones (``servoloop run --calibration``), else the config's ``servos[].coulomb_friction``
+  / ``viscous_friction``, else the servo model's (0.134 N m and 0 on the XM430-W350;
+  :mod:`controller.servo_friction`).  The servo law the goal offset
   inverts (seed 000's ``k_p (goal - q) - k_d dq``, less ``k_c sgn(dq) + b dq``) loses them
   otherwise: at the end of a trot's swing, where a leg's torques are a few tenths of
   a N m, the knee kept ~15 % of what the contact ID asked and the front feet stalled
