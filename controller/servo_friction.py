@@ -38,10 +38,13 @@ class ServoFriction:
 
 
 def _default_model(model: str):
+    """The servo model's defaults, or None for a model without datasheet figures (PM, YM)."""
     from servoloop.core_cy.sim.model import simulator_servo_model
     from servoloop.firmware_bridge.control_table import get_table
 
     table = get_table(model)
+    if table.datasheet is None:
+        return None
     return simulator_servo_model(table.datasheet, table.name)
 
 
@@ -54,8 +57,12 @@ def servo_friction(cfg) -> ServoFriction:
         pair = []
         for key, out in (("coulomb_friction", coulomb), ("viscous_friction", viscous)):
             value = getattr(s, key)
-            if value is None:
-                out.append(getattr(_default_model(s.model), KEYS[key][1]))
+            model = _default_model(s.model) if value is None else None
+            if value is None and model is None:      # nothing known: nothing compensated
+                out.append(0.0)
+                pair.append(f"none: {s.model} has no datasheet figures; set servos[].{key}")
+            elif value is None:
+                out.append(getattr(model, KEYS[key][1]))
                 pair.append(f"{s.model} default" + (f"; {given[key]}" if key in given else ""))
             else:
                 out.append(value)
@@ -104,8 +111,9 @@ def check_friction(s, i: int, where: str, err) -> None:
         value = getattr(s, key)
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise err(f"{where}: {key} must be a finite number >= 0 {unit}, got {value!r}", f"servos[{i}].{key}")
-    if s.coulomb_friction is not None:
-        stall = _default_model(s.model).stall_torque_at_supply_nm
+    model = _default_model(s.model) if s.coulomb_friction is not None else None
+    if model is not None:
+        stall = model.stall_torque_at_supply_nm
         if not s.coulomb_friction < stall:
             raise err(f"{where}: coulomb_friction {s.coulomb_friction} N*m is not below the {s.model}'s "
                       f"stall torque ({stall:.3g} N*m): the servo could not move", f"servos[{i}].coulomb_friction")

@@ -194,3 +194,16 @@ def test_a_voltage_model_fit_still_pins_its_gain_and_gives_its_friction(tmp_path
     s = cfg.servos[0]
     assert s.registers["position_p_gain"] == 640 and s.position_stiffness is not None
     assert (s.coulomb_friction, s.viscous_friction) == (0.09, 0.012)
+
+
+def test_a_servo_without_datasheet_figures_has_no_default_friction():
+    """A Dynamixel-P / Y servo has no figures for a default model: nothing is compensated and
+    the summary says how to give it (before, the daemon could not start on such a robot)."""
+    cfg = config_from_dict({"servos": [{"id": 1, "model": "PM42-010-S260-R", "joint": "a"},
+                                       {"id": 2, "model": "PM42-010-S260-R", "joint": "b",
+                                        "coulomb_friction": 0.5}]})
+    a, b = friction_summary(cfg)
+    assert a["coulomb_nm"] == 0.0 and a["joints"] == ["a"]
+    assert a["coulomb_source"] == ("none: PM42-010-S260-R has no datasheet figures; "
+                                   "set servos[].coulomb_friction")
+    assert b["coulomb_nm"] == 0.5 and b["coulomb_source"] == "the robot config"
