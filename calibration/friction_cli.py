@@ -66,7 +66,12 @@ def _run(args) -> int:
         result["fit"]["note"] = ("PWM-duty path: back-EMF removed with the datasheet no-load speed; "
                                  "viscous is the excess over the datasheet motor line (indicative)")
     if args.out:
-        write_yaml(args.out, dict(result, data=sweep))
+        # the servo model it was made on: ``servoloop run --calibration`` applies the friction to
+        # the servos of that model only (without it, to every servo)
+        servo = {"model": args.model} if args.model else {}
+        if not args.log:
+            servo.update(port=args.port, id=args.id, protocol=args.protocol)
+        write_yaml(args.out, dict(result, data=dict(sweep, **({"servo": servo} if servo else {}))))
     if args.json:
         print(json.dumps(result))
     else:

@@ -5,9 +5,16 @@ A calibration is made at one firmware position gain (``position_p_gain`` on X / 
 compliance slopes on AX / MX 1.0): the stiffness it identified holds at that gain only, so
 loading it pins that gain by writing the register at connect, and sets each matching
 servo's ``position_stiffness`` (N*m/rad), the servo model that controllers turning torque
-into goal offsets use (:mod:`controller.joint_map`).  It applies to the servos of the
-model the report names (``data.servo.model``), or to every servo when it names none (a
-simulated bench).
+into goal offsets use (:mod:`controller.joint_map`), and the gearbox friction the report
+identified (:data:`FRICTION_KEYS`: Coulomb from ``calibrate actuator`` / ``fit`` /
+``friction``, viscous from ``fit`` and ``friction`` only: the bench's seed-000 law has
+none, its ``kd`` holds it) as ``coulomb_friction`` / ``viscous_friction``, which the
+controllers that invert the servo law use (:mod:`controller.servo_friction`); a friction
+the report lacks stays the config's or the model's default.  A report that does not model
+the position loop (``calibrate friction``'s: :data:`STIFFNESS_KEYS`) leaves
+``position_stiffness`` and the gain alone.
+It applies to the servos of the model the report names (``data.servo.model``), or to
+every servo when it names none (a simulated bench).
 """
 
 from __future__ import annotations
@@ -19,7 +26,18 @@ import yaml
 
 from servoloop.controller.errors import ConfigError
 
-__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "gain_registers"]
+__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "gain_registers",
+           "FRICTION_KEYS"]
+
+#: config key <- the report's ``params`` that give it (any one; the servo model's field names
+#: through ``ServoModel.from_calibration``): bench / ``fit`` ``kc``, BAM-style ``friction_base``,
+#: ``calibrate friction``'s ``coulomb`` and ``viscous``
+FRICTION_KEYS = {"coulomb_friction": ("kc", "friction_base", "coulomb"),
+                 "viscous_friction": ("friction_viscous", "viscous")}
+#: params of a report that models the position loop (seed 000's kp, or a voltage-drive fit's
+#: motor, whose P law runs at the pinned gain); one with none of them (``calibrate
+#: friction``'s) sets the friction only
+STIFFNESS_KEYS = ("kp", "kp_scale", "kp_by_gain", "kt")
 
 
 def gain_registers(table) -> tuple[str, ...]:
@@ -55,6 +73,20 @@ class Calibration:
         from servoloop.firmware_bridge.control_table import get_table
 
         return get_table(self.model).name == get_table(servo_model).name
+
+    @property
+    def identified_stiffness(self) -> bool:
+        """Does the report model the position loop (not only the friction)?"""
+        return any(k in (self.report.get("params") or {}) for k in STIFFNESS_KEYS)
+
+    def friction(self, servo_model: str) -> dict[str, float]:
+        """``{coulomb_friction: N*m, viscous_friction: N*m*s/rad}`` the report identified, for
+        a servo of ``servo_model`` (a key it has no figure for is left out)."""
+        params = self.report.get("params") or {}
+        model = self.servo_model(servo_model)
+        fields = {"coulomb_friction": model.coulomb_nm, "viscous_friction": model.viscous_nm_s_per_rad}
+        return {key: float(fields[key]) for key, names in FRICTION_KEYS.items()
+                if any(params.get(n) is not None for n in names)}
 
     def servo_model(self, servo_model: str):
         """The :class:`core_cy.actuator.ServoModel` of ``servo_model`` with the calibrated parameters.
@@ -126,7 +158,8 @@ def load_calibration(path) -> Calibration:
 
 
 def apply_calibration(cfg, cal: Calibration):
-    """``cfg`` with ``position_stiffness`` and the pinned gain register of every matching servo.
+    """``cfg`` with ``position_stiffness``, the pinned gain register and the identified friction
+    (``coulomb_friction``, ``viscous_friction``) of every matching servo.
 
     Raises
     ------
@@ -142,6 +175,15 @@ def apply_calibration(cfg, cal: Calibration):
             servos.append(s)
             continue
         hit += 1
+        friction = cal.friction(s.model)
+        given = dict(s.friction_from, **{key: f"calibration {cal.path}" for key in friction})
+        for key in FRICTION_KEYS.keys() - friction.keys():
+            if getattr(s, key) is None:      # said with the default in use (servo_friction)
+                given[key] = f"calibration {cal.path} has none"
+        s = replace(s, **friction, friction_from=tuple(given.items()))
+        if not cal.identified_stiffness:
+            servos.append(s)          # friction only (calibrate friction): the stiffness stays
+            continue
         regs = dict(s.registers)
         if cal.gain is not None:
             for name in gain_registers(get_table(s.model)):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 __all__ = ["register"]
 
+from servoloop.controller.servo_friction import print_friction
 from servoloop.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
@@ -57,9 +58,9 @@ def _register_run(sub) -> None:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a controller parameter (repeatable; VALUE is read as YAML: 0.1, inf, [a, b], "
                         "{x: 0.1}); overrides the config's, e.g. --controller trot --param speed_mps=0.1")
-    p.add_argument("--calibration", metavar="FILE",
-                   help="a `servoloop calibrate` result (YAML): sets position_stiffness of the servos of its "
-                        "model and pins the firmware gain it was made at (written at connect)")
+    p.add_argument("--calibration", metavar="FILE", help="a `servoloop calibrate` result (YAML): sets "
+                   "position_stiffness and the gearbox friction it identified (coulomb_friction, "
+                   "viscous_friction) of the servos of its model and pins the firmware gain it was made at")
     p.add_argument("--readonly", action="store_true", help="never write to the servos: no torque, no goals")
     p.add_argument("--lockstep", action="store_true",
                    help="simulated time against an in-process virtual bus (bit-reproducible)")
@@ -330,14 +331,14 @@ def _print_summary(s: dict) -> None:
     print(f"  jitter p50 {j['p50']:.1f} us, p99 {j['p99']:.1f} us, max {j['max']:.1f} us; "
           f"missed {s['missed']}{_causes_text(s)}; bus errors: {errs}"
           f"{'; stale reads ' + str(s['stale_reads']) if s.get('stale_reads') else ''}")
-    w = s.get("tick_work_us")
-    if w:
+    if w := s.get("tick_work_us"):
         print(f"  tick work p50 {w['p50']:.1f} us, p99 {w['p99']:.1f} us, max {w['max']:.1f} us")
     comm = s.get("comm")
     if comm and comm.get("steps"):
         print(f"  comm: ended at {comm['level']}; {len(comm['steps'])} ladder steps, failed ticks "
               f"{comm['failed_ticks']}, errors per servo {comm['errors_per_servo']}")
     _print_faults(s)
+    print_friction(s)
     for w in s["warnings"]:
         print(f"  warning: {w}")
     for a in s.get("advice", ()):
@@ -472,19 +473,17 @@ def cmd_status(args) -> int:
     print(f"{st['robot']}: {st['state']}  t={st['t_s']:.2f} s  tick {st['tick']}  rate {st['rate_hz']:.1f} Hz")
     print(f"  jitter p50 {j['p50']} us  p99 {j['p99']} us  max {j['max']} us  missed {st['missed']}"
           f"{_causes_text(st)}  bus errors {st['bus_errors'] or 'none'}")
-    w = st.get("tick_work_us")
-    if w:
+    if w := st.get("tick_work_us"):
         print(f"  tick work p50 {w['p50']} us  p99 {w['p99']} us  max {w['max']} us")
     print(f"  controller: {st['controller']}")
-    comm = st.get("comm")
-    if comm:
+    print_friction(st)
+    if comm := st.get("comm"):
         print(f"  comm: {comm['level']}; failed ticks {comm['failed_ticks']}, window rate "
               f"{comm['window_rate']:.2%}, errors per servo {comm['errors_per_servo'] or 'none'}"
               + (f", disabled servos {comm['disabled']}" if comm.get("disabled") else ""))
         for step in comm.get("steps", [])[-5:]:
             print(f"    t={step['t_s']:.3f} s {step['level']}: {step['message']}")
-    est = st.get("estimate")
-    if est:
+    if est := st.get("estimate"):
         p, r = est["base_position_in_world"], est["base_rpy"]
         feet = " ".join(f"{k}={'down' if v else 'up'}" for k, v in est["contact"].items())
         print(f"  base estimate{'' if est['valid'] else ' (INVALID)'}: xyz {p[0]:.3f} {p[1]:.3f} {p[2]:.3f} m  "

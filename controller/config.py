@@ -117,10 +117,10 @@ class BusConfig:
 class ServoConfig:
     """One servo and the joint it drives.
 
-    ``min``/``max`` are joint limits (rad).  ``torque_constant`` (N*m/A)
-    converts torque to current for current-mode servos;
-    ``position_stiffness`` (N*m/rad, from calibration) converts torque to a
-    goal offset for position-only servos.
+    ``min``/``max`` are joint limits (rad).  ``torque_constant`` (N*m/A) converts torque to
+    current for current-mode servos; ``position_stiffness`` (N*m/rad, from calibration) to a goal
+    offset for position-only servos; ``coulomb_friction`` (N*m) and ``viscous_friction``
+    (N*m*s/rad) are the gearbox's (None: the servo model's; :mod:`controller.servo_friction`).
     """
 
     id: int
@@ -133,6 +133,9 @@ class ServoConfig:
     mode: str = "position"
     torque_constant: float | None = None
     position_stiffness: float | None = None
+    coulomb_friction: float | None = None
+    viscous_friction: float | None = None
+    friction_from: tuple = field(default=(), metadata={"internal": True})  # not a key: --calibration's
     max_velocity: float | None = None  # rad/s goal slew limit; None: safety.max_velocity
     #: control-table registers written at connect ({name: value}, SI or raw as the table's
     #: unit says; see controller/config_checks.py), over the model's register_defaults
@@ -430,14 +433,13 @@ def _convert(tp: Any, value: Any, where: str, path: str | None) -> Any:
 
 def _build(cls: type, data: dict, section: str, path: str | None):
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in fields(cls) if f.name != "source"}
+    names = {f.name for f in fields(cls) if f.name != "source" and not f.metadata.get("internal")}
     for key in data:
         where = f"{section}.{key}" if section else str(key)
         if key not in names and where in REMOVED_KEYS:
             raise ConfigError(f"{where} is no longer supported: use {REMOVED_KEYS[where]}", path, where)
         if key not in names:
             choices = ", ".join(sorted(names))
-            where = f"{section}.{key}" if section else str(key)
             raise ConfigError(
                 f"unknown key {key!r} in section {section or 'top level'!r} "
                 f"(at {where}); known keys: {choices}",
@@ -446,11 +448,10 @@ def _build(cls: type, data: dict, section: str, path: str | None):
             )
     kwargs = {}
     for f in fields(cls):
-        if f.name == "source" or f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                if f.name != "source":
-                    where = f"{section}.{f.name}" if section else f.name
-                    raise ConfigError(f"missing required key {where!r}", path, where)
+        if f.name not in names or f.name not in data:
+            if f.name in names and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                where = f"{section}.{f.name}" if section else f.name
+                raise ConfigError(f"missing required key {where!r}", path, where)
             continue
         where = f"{section}.{f.name}" if section else f.name
         kwargs[f.name] = _convert(hints[f.name], data[f.name], where, path)
@@ -489,7 +490,7 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
             raise err(f"{where}: mode 'current' needs torque_constant (N*m/A)", f"servos[{i}].torque_constant")
         if s.max_velocity is not None and not s.max_velocity > 0:
             raise err(f"{where}: max_velocity must be > 0 rad/s, got {s.max_velocity}", f"servos[{i}].max_velocity")
-        check_model(s, i, where, err)
+        check_model(s, i, where, err)   # and its friction (controller.servo_friction)
     b = cfg.bus
     if b.protocol not in (1, 2, "mixed"):
         raise err(f"bus.protocol must be 1, 2 or mixed, got {b.protocol!r}", "bus.protocol")

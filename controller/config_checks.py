@@ -101,7 +101,8 @@ def check_read_ahead(cfg, err) -> None:
 
 
 def check_model(s, i: int, where: str, err) -> None:
-    """An unknown servo model is a config error naming the known ones (not a traceback at connect)."""
+    """An unknown servo model is a config error naming the known ones (not a traceback at connect);
+    so is a friction figure it cannot have (:func:`controller.servo_friction.check_friction`)."""
     from servoloop.firmware_bridge.control_table import MODELS, get_table
     from servoloop.firmware_bridge.errors import UnknownModelError
 
@@ -110,6 +111,9 @@ def check_model(s, i: int, where: str, err) -> None:
     except UnknownModelError:
         raise err(f"{where}: unknown servo model {s.model!r} (at servos[{i}].model); "
                   f"known models: {', '.join(sorted(MODELS))}", f"servos[{i}].model") from None
+    from servoloop.controller.servo_friction import check_friction
+
+    check_friction(s, i, where, err)
 
 
 def _raw_for(table, name: str, value, where: str, key: str, err) -> int:

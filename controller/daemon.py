@@ -65,6 +65,7 @@ from servoloop.controller.loop import ControlLoop
 from servoloop.controller.outputs import Outputs, resolve_socket_path, resolve_telemetry_path
 from servoloop.controller.realtime import LoopEnvironment
 from servoloop.controller.servo_faults import OPERATING_MODES
+from servoloop.controller.servo_friction import friction_summary
 from servoloop.controller.startup_ramp import hold_present_pose
 from servoloop.controller.telemetry import servo_header
 
@@ -126,6 +127,7 @@ class Daemon:
         self.controller = make_controller(cfg.controller.name, self.ctx, cfg.controller.params)
         self.loop = ControlLoop(cfg, self.clock, self.controller, self.ctx, self.lifecycle, self._event)
         self.readonly = readonly
+        self.friction = friction_summary(cfg, log)   # the servos' gearbox friction, and its source
 
         self.faults: list[Fault] = []
         self.warnings: list[str] = []
@@ -503,15 +505,14 @@ class Daemon:
             "t_s": self.t_s(),
             "rate_hz": self.rate_now(),
             "jitter_us": self.jitter.summary(),
-            "missed": self.rate.missed,
-            "missed_by_cause": self.loop.causes.summary(),
+            "missed": self.rate.missed, "missed_by_cause": self.loop.causes.summary(),
             "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
-            "readonly": self.readonly,
+            "readonly": self.readonly, "friction": self.friction,
             "read_ahead": self.loop.read_ahead, "stale_reads": self.loop.read.stale_reads,
             "comm": self.loop.safety.comm.status(), "fall": self.loop.fall_summary(),
             **self._estimate(),
@@ -570,7 +571,7 @@ class Daemon:
             "state": self.lifecycle.state.label,
             "stop_reason": self.stop_reason,
             "robot": self.cfg.robot,
-            "controller": self.cfg.controller.name,
+            "controller": self.cfg.controller.name, "friction": self.friction,
             "total_ticks": int(self.tick),
             "read_ahead": self.loop.read_ahead,
             "late_read": self.loop.read.late_read, "stale_reads": self.loop.read.stale_reads,

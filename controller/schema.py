@@ -61,7 +61,7 @@ def _dataclass_schema(cls) -> dict:
     hints = typing.get_type_hints(cls)
     props, required = {}, []
     for f in dataclasses.fields(cls):
-        if f.name == "source":           # set by the loader (the file's path), not a key
+        if f.name == "source" or f.metadata.get("internal"):   # set by the loader, not keys
             continue
         sch = _type_schema(hints[f.name])
         if (cls.__name__, f.name) in _ENUMS:

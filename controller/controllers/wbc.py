@@ -41,11 +41,15 @@ params (all optional; defaults work on the built-in quadruped):
   coarse servos: with ``torque`` every count of the position reading
   (AX-18A: 5.1 mrad, ~0.05 N m at its k_p) reaches the joint as torque
   noise, which tips the 200 Hz humanoid over on compliant ground;
-- ``coulomb_compensation``: add each servo model's gearbox Coulomb friction
-  (``coulomb_nm``: 0.134 N m on the XM430-W350) to the torque sent, in the direction
-  of the measured joint velocity, its sign ramped over ``COULOMB_BAND`` (0.1 rad/s)
-  (default false for ``wbc``, true for ``trot``).  The servo law the goal offset
-  inverts (seed 000's ``k_p (goal - q) - k_d dq``, less ``k_c sgn(dq)``) loses it
+- ``coulomb_compensation``: add each servo's gearbox Coulomb friction ``k_c`` to the
+  torque sent, in the direction of the measured joint velocity, its sign ramped over
+  ``COULOMB_BAND`` (0.1 rad/s), and cancel a position servo's viscous friction ``b`` with
+  the damping advance (``(k_d + b) / k_p``; a current servo's ``b`` is not compensated)
+  (default false for ``wbc``, true for ``trot``).  ``k_c`` and ``b`` are the calibrated
+  ones (``servoloop run --calibration``), else the config's ``servos[].coulomb_friction``
+  / ``viscous_friction``, else the servo model's (0.134 N m and 0 on the XM430-W350;
+  :mod:`controller.servo_friction`).  The servo law the goal offset
+  inverts (seed 000's ``k_p (goal - q) - k_d dq``, less ``k_c sgn(dq) + b dq``) loses them
   otherwise: at the end of a trot's swing, where a leg's torques are a few tenths of
   a N m, the knee kept ~15 % of what the contact ID asked and the front feet stalled
   2 mm above their reference (issue 11, BENCHMARKS.md "daemon trot");
@@ -161,6 +165,12 @@ class WbcController(Controller):
         # 200 Hz a 40 Hz filter's lag tips it over)
         cutoff = float(self.params.get("torque_filter_hz", 40.0 if ctx.dt <= 2e-3 else 0.0))
         self._alpha = 1.0 if cutoff <= 0 else 1.0 - math.exp(-2.0 * math.pi * cutoff * ctx.dt)
+        self._compensate_friction = bool(self.params.get("coulomb_compensation", self.COULOMB_COMPENSATION))
+        self._friction = None
+        if ctx.config is not None:
+            from servoloop.controller.servo_friction import servo_friction
+
+            self._friction = servo_friction(ctx.config)
         self._servo_setup()
         #: said once in the run summary's ``warnings`` (the daemon reads them at the end)
         self._warnings: list[str] = []
@@ -183,14 +193,14 @@ class WbcController(Controller):
                 f"{self.name}: no imu and {len(self.robot.feet)} feet: the base's tilt is not "
                 "observed (leg odometry takes it level), so a biped's lean goes uncorrected; "
                 "give the robot an IMU (imu: in the config)")
-        # the servos' gearbox Coulomb friction, added to the torque sent (coulomb_compensation)
+        # the servos' gearbox Coulomb friction, added to the torque sent (coulomb_compensation;
+        # calibrated, configured or the model's: controller.servo_friction), and their viscous
+        # friction, cancelled with the damping advance (_servo_setup)
         self._coulomb = np.zeros(ctx.n)
-        if bool(self.params.get("coulomb_compensation", self.COULOMB_COMPENSATION)):
-            kc = self._servo_models("coulomb_nm")
-            if kc is not None:
-                # a velocity-mode joint's effort is not sent
-                modes = [s.mode for s in self.ctx.config.servos]
-                self._coulomb[:] = np.where(np.array(modes) == "velocity", 0.0, kc)
+        if self._compensate_friction and cfg is not None:
+            # a velocity-mode joint's effort is not sent
+            modes = np.array([s.mode for s in cfg.servos])
+            self._coulomb[:] = np.where(modes == "velocity", 0.0, self._friction.coulomb_nm)
         # impedance: position servos take the posture (not the measured position) as the base
         # of their goal
         self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
@@ -284,6 +294,8 @@ class WbcController(Controller):
         if self.TORQUE_GOALS:
             self.torque_goals = np.array([s.mode not in ("current", "velocity") for s in cfg.servos])
         kp, kd = self._servo_models("kp_nm_per_rad"), self._servo_models("kd_nm_s_per_rad")
+        if self._compensate_friction:
+            kd = kd + self._friction.viscous_nm_s_per_rad   # the gearbox's viscous friction too
         calibrated = np.array([bool(s.position_stiffness) for s in cfg.servos])
         stiffness = np.where(calibrated, [s.position_stiffness or 0.0 for s in cfg.servos], kp)
         self._advance[:] = np.where(self._current, 0.0, kd / np.where(stiffness > 0, stiffness, np.inf))

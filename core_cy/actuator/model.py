@@ -236,8 +236,8 @@ class ServoModel:
 
         Notes
         -----
-        ``kp``/``kp_scale``, ``kd``, ``kc``/``friction_base``,
-        ``friction_viscous`` and ``armature`` map one to one;
+        ``kp``/``kp_scale``, ``kd``, ``kc``/``friction_base``/``coulomb``,
+        ``friction_viscous``/``viscous`` and ``armature`` map one to one;
         ``torque_limit`` (the bench's identified saturation) becomes the
         stall torque at the base's supply voltage; a voltage-drive fit's
         ``kt`` and ``R`` give the motor line (stall ``kt V / R`` and slope
@@ -262,6 +262,9 @@ class ServoModel:
         for key in ("kd", "kc", "friction_base", "friction_viscous", "armature"):
             if key in params:
                 out[ALIASES[key]] = params[key]
+        for key, name in _FRICTION_REPORT.items():     # ``calibrate friction``'s curve
+            if params.get(key) is not None:
+                out[name] = params[key]
         stall, emf = None, None
         base_emf = base.back_emf_nm_s_per_rad
         if "torque_limit" in params and params["torque_limit"] is not None:
@@ -281,6 +284,8 @@ class ServoModel:
         return model
 
 
+#: ``servoloop calibrate friction``'s report params (its Stribeck bump has no place here)
+_FRICTION_REPORT = {"coulomb": "coulomb_nm", "viscous": "viscous_nm_s_per_rad"}
 _REQUIRED = ("kp_nm_per_rad", "kd_nm_s_per_rad", "coulomb_nm", "stall_torque_nm")
 _FIELDS = {f.name for f in fields(ServoModel)}
 

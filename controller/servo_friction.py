@@ -1,0 +1,119 @@
+"""The gearbox friction each servo is taken to have, and where that figure came from.
+
+Controllers that invert the servo law (``wbc`` / ``trot``'s ``coulomb_compensation``: the
+torque a position servo's goal offset asks for loses ``k_c sgn(dq) + b dq`` in the
+gearbox) need each servo's Coulomb friction ``k_c`` [N*m] and viscous friction ``b``
+[N*m*s/rad].  One figure per servo, first found of:
+
+1. a ``servoloop run --calibration FILE`` that identified it, on the servos of the model
+   the report names (the same matching as its stiffness: :mod:`controller.calibration_file`);
+2. the config's ``servos[].coulomb_friction`` / ``viscous_friction``;
+3. the servo model's default (:func:`core_cy.sim.model.simulator_servo_model`: 0.134 N*m
+   and 0 on the XM430-W350, the figures the built-in virtual bus simulates).
+
+The run summary, ``servoloop status`` and the startup log say which (:func:`friction_summary`).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["ServoFriction", "servo_friction", "friction_summary", "friction_text", "print_friction",
+           "check_friction"]
+
+#: the ServoConfig keys, their unit and the servo model field they override
+KEYS = {"coulomb_friction": ("N*m", "coulomb_nm"), "viscous_friction": ("N*m*s/rad", "viscous_nm_s_per_rad")}
+
+
+class ServoFriction:
+    """Per servo (config order): ``coulomb_nm`` (n,) [N*m], ``viscous_nm_s_per_rad`` (n,)
+    [N*m*s/rad] and, for each, where it came from (``sources``: n pairs of strings)."""
+
+    def __init__(self, coulomb, viscous, sources) -> None:
+        import numpy as np  # not at import: ``servoloop status`` prints with this module
+
+        self.coulomb_nm = np.asarray(coulomb, dtype=float)
+        self.viscous_nm_s_per_rad = np.asarray(viscous, dtype=float)
+        self.sources = tuple(sources)
+
+
+def _default_model(model: str):
+    """The servo model's defaults, or None for a model without datasheet figures (PM, YM)."""
+    from servoloop.core_cy.sim.model import simulator_servo_model
+    from servoloop.firmware_bridge.control_table import get_table
+
+    table = get_table(model)
+    if table.datasheet is None:
+        return None
+    return simulator_servo_model(table.datasheet, table.name)
+
+
+def servo_friction(cfg) -> ServoFriction:
+    """The friction in use for every servo of ``cfg`` (a RobotConfig), see the module docstring."""
+    coulomb, viscous, sources = [], [], []
+    where = cfg.source or f"the {cfg.robot} config"
+    for s in cfg.servos:
+        given = dict(s.friction_from)
+        pair = []
+        for key, out in (("coulomb_friction", coulomb), ("viscous_friction", viscous)):
+            value = getattr(s, key)
+            model = _default_model(s.model) if value is None else None
+            if value is None and model is None:      # nothing known: nothing compensated
+                out.append(0.0)
+                pair.append(f"none: {s.model} has no datasheet figures; set servos[].{key}")
+            elif value is None:
+                out.append(getattr(model, KEYS[key][1]))
+                pair.append(f"{s.model} default" + (f"; {given[key]}" if key in given else ""))
+            else:
+                out.append(value)
+                pair.append(given.get(key, where))
+        sources.append(tuple(pair))
+    return ServoFriction(coulomb, viscous, sources)
+
+
+def friction_summary(cfg, log=None) -> list[dict]:
+    """The friction in use, one entry per distinct (figures, sources), in config order:
+    ``{"coulomb_nm", "viscous_nm_s_per_rad", "coulomb_source", "viscous_source", "joints"}``
+    (the run summary's and ``servoloop status``'s ``friction``); each said at info level on
+    ``log`` (a logging.Logger) when given (the daemon's startup log)."""
+    f = servo_friction(cfg)
+    groups: dict[tuple, dict] = {}
+    for s, kc, b, src in zip(cfg.servos, f.coulomb_nm, f.viscous_nm_s_per_rad, f.sources, strict=True):
+        key = (float(kc), float(b), src)
+        entry = groups.setdefault(key, {"coulomb_nm": float(kc), "viscous_nm_s_per_rad": float(b),
+                                        "coulomb_source": src[0], "viscous_source": src[1], "joints": []})
+        entry["joints"].append(s.joint)
+    for entry in groups.values() if log is not None else ():
+        log.info("friction: %s", friction_text(entry))
+    return list(groups.values())
+
+
+def friction_text(entry: dict) -> str:
+    """One summary entry as a line: figures, sources, joints."""
+    joints = entry["joints"]
+    on = f"{len(joints)} joints" if len(joints) > 3 else ", ".join(joints)
+    src = entry["coulomb_source"] if entry["coulomb_source"] == entry["viscous_source"] else \
+        f"Coulomb: {entry['coulomb_source']}; viscous: {entry['viscous_source']}"
+    return (f"Coulomb {entry['coulomb_nm']:.4g} N*m, viscous {entry['viscous_nm_s_per_rad']:.4g} N*m*s/rad "
+            f"({src}) on {on}")
+
+
+def print_friction(summary: dict) -> None:
+    """``  friction: ...`` lines of a run summary or a status (none from an older daemon)."""
+    for entry in summary.get("friction") or ():
+        print(f"  friction: {friction_text(entry)}")
+
+
+def check_friction(s, i: int, where: str, err) -> None:
+    """``servos[i].coulomb_friction`` / ``viscous_friction``: finite and >= 0, the Coulomb
+    friction below the servo's stall torque (a servo that could not move)."""
+    for key, (unit, _) in KEYS.items():
+        value = getattr(s, key)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise err(f"{where}: {key} must be a finite number >= 0 {unit}, got {value!r}", f"servos[{i}].{key}")
+    model = _default_model(s.model) if s.coulomb_friction is not None else None
+    if model is not None:
+        stall = model.stall_torque_at_supply_nm
+        if not s.coulomb_friction < stall:
+            raise err(f"{where}: coulomb_friction {s.coulomb_friction} N*m is not below the {s.model}'s "
+                      f"stall torque ({stall:.3g} N*m): the servo could not move", f"servos[{i}].coulomb_friction")
