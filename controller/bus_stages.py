@@ -62,6 +62,15 @@ class ReadStage:
     a wait on the port, so there the wait is the reply timeout on the wall clock and only
     replies the (simulated) bus holds back are late: lockstep runs stay deterministic.
 
+    The wire-time gate (:meth:`wire_clear`): on a half-duplex bus a stale tick's goal write
+    sent while a servo is still replying collides with the reply (both fail their CRC).  The
+    last reply of the outstanding request is off the wire at the latest :attr:`wire_free_ns`:
+    the request's send time plus the read's wire time (request and replies at 10 bits a byte
+    at the bus's baud, and per reply the servo's return delay and turnaround,
+    :func:`~firmware_bridge.bus.reply_timeout_s` without the host margin).  A stale tick
+    writes only after it: it waits when that comes before its latest write time, else it
+    writes nothing (the servos keep their last goal) and counts it.
+
     Parameters
     ----------
     errors : BusErrorCounts, shared with the other stages
@@ -78,6 +87,11 @@ class ReadStage:
     stale_reads : int, stale ticks so far
     late_collected : int, requests whose replies came after a stale tick and were collected
     until_ns : int, the budget of the next :meth:`run`'s wait, ns on the loop's clock
+    wire_ns : int, the tick's read's wire time (the gate's bound; a monitor tick's wide read
+        takes longer), ns
+    gate_waits : int, stale ticks whose write waited for the wire (:meth:`wire_clear`)
+    gate_wait_ns : int, the time they waited, ns in all
+    gate_skipped : int, stale ticks that wrote no goals: the wire was not free in time
     """
 
     def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False,
@@ -96,6 +110,13 @@ class ReadStage:
         self._late = False        # the outstanding request already left a tick stale
         self._req_ns = 0          # when it went out, loop clock
         self._lost_ns = 0         # reply timeout: owed replies past it are lost, not late
+        self._sent_ns = 0         # the outstanding request written, loop clock (the gate's origin)
+        self.wire_ns = 0
+        self._wire: dict = {}
+        self._sent_wire_ns = 0
+        self.gate_waits = 0
+        self.gate_wait_ns = 0
+        self.gate_skipped = 0
         self.bus = None
         self.reader: JointReader | None = None
         self.wide: JointReader | None = None
@@ -141,6 +162,10 @@ class ReadStage:
         if self.late_read:
             timeout = max(r.reply_timeout_s for r in (self.reader, self.wide) if r is not None)
             self._lost_ns = int(timeout * 1e9)
+            # each read's reply timeout is its wire time plus the host's margin (adapter latency)
+            self._wire = {id(r): int(max(0.0, r.reply_timeout_s - bus.timeout_margin_s) * 1e9)
+                          for r in (self.reader, self.wide) if r is not None}
+            self.wire_ns = self._wire[id(self.reader)]
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -210,6 +235,48 @@ class ReadStage:
             return True
         return clock.now_ns() - self._req_ns >= self._lost_ns
 
+    @property
+    def wire_free_ns(self) -> int:
+        """When the outstanding request's last reply is off the wire at the latest, ns on the
+        loop's clock (0: nothing outstanding)."""
+        r = self._requested
+        if r is None or not r.requested:
+            return 0
+        return self._sent_ns + self._sent_wire_ns
+
+    def wire_clear(self, latest_ns: int) -> bool:
+        """Wait, if need be, until no reply of the outstanding request can be on the wire;
+        False (counted in :attr:`gate_skipped`) when that is after ``latest_ns`` (ns, loop
+        clock): the caller then transmits nothing."""
+        free = self.wire_free_ns
+        now = self.clock.now_ns()
+        if now >= free:
+            return True
+        if free > latest_ns:
+            self.gate_skipped += 1
+            return False
+        self.clock.sleep_until(free)
+        self.gate_waits += 1
+        self.gate_wait_ns += free - now
+        return True
+
+    def gate_summary(self) -> dict:
+        """The wire-time gate so far: ``waits``, ``wait_us`` (in all), ``skipped``, ``wire_us``
+        (the tick's read's wire time, the bound)."""
+        return {"waits": self.gate_waits, "wait_us": round(self.gate_wait_ns * 1e-3, 1),
+                "skipped": self.gate_skipped, "wire_us": round(self.wire_ns * 1e-3, 1)}
+
+    def quiesce(self) -> None:
+        """Wait out the outstanding request's wire time (whatever the budget) and take its
+        replies off the bus: the next transaction cannot collide with them.  Nothing
+        outstanding: no-op.  Raises as :meth:`Bus.settle <firmware_bridge.bus.Bus.settle>`."""
+        if self.bus is None or self.bus.pending is None:
+            return
+        free = self.wire_free_ns
+        if free and self.clock is not None and self.clock.now_ns() < free:
+            self.clock.sleep_until(free)
+        self.bus.settle()
+
     def _turn(self, r: JointReader) -> None:
         """Make ``r`` the reader whose request goes out next (one variant rotation for both)."""
         if r is not self._last:
@@ -272,6 +339,9 @@ class ReadStage:
             self._req_ns = self.clock.now_ns()
         r.request()
         self._requested = r
+        if self.late_read:     # the gate counts from after the write (the bytes are out by then)
+            self._sent_ns = self.clock.now_ns()
+            self._sent_wire_ns = self._wire[id(r)]
 
 
 class ImuStage:

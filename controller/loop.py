@@ -302,12 +302,14 @@ class ControlLoop:
 
     def drain(self) -> None:
         """Take the replies of a read request still outstanding (read-ahead) off the bus, so
-        the loop never leaves one behind when it stops; never raises."""
+        the loop never leaves one behind when it stops; never raises.  With late reads the
+        read's wire time is waited out first (:meth:`ReadStage.quiesce`): replies still on
+        the wire would collide with the next instruction (the shutdown's torque off)."""
         bus = self.bus
         if bus is None or getattr(bus, "pending", None) is None:
             return
         try:
-            bus.settle()
+            self.read.quiesce()
         except Exception as exc:  # noqa: BLE001 - called on the way out, faults included
             log.warning("draining the outstanding read request: %s", exc)
 
@@ -386,9 +388,12 @@ class ControlLoop:
                     fault = f
                 self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
             self.actuate()
+            # a stale tick's write waits until the owed replies are off the half-duplex wire,
+            # or is not sent (the servos keep their last goal) when that is past the next deadline
             if fault is None and not self.readonly:
                 t = clock.now_ns()
-                ok = self.write.send() and ok
+                if not stale or read.wire_clear(rate.deadline_ns + rate.period_ns - self._late_margin_ns):
+                    ok = self.write.send() and ok
                 bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)
         if fault is None:
