@@ -7,9 +7,10 @@ make the same calls get bit-identical replies.
 
 Wire time in simulated time: replies go out at once (the line is taken to be
 instantaneous), except those an injected ``delay`` fault holds back: such a
-reply is on the wire ``us`` after its instruction (later replies of the same
-train queue behind it, as on the half-duplex line) and reaches the host when
-:meth:`advance` passes that time.  An instruction the host sends while a held
+reply goes on the wire ``us`` after the reply before it in its train (or its
+instruction), takes its bytes at the host's baud rate, and reaches the host
+when :meth:`advance` passes its end; the replies after it queue behind it, as
+on the half-duplex line.  An instruction the host sends while a held
 reply is on the wire collides with it, as on a real RS-485/TTL bus: the
 servos never see the instruction, the reply reaches the host with a bad CRC,
 and both are counted (``stats["collisions"]``).
@@ -176,13 +177,16 @@ class InProcessVirtualBus:
         now, held, byte_s = self.engine.time_s, self._held, self._byte_s()
         parts = []
         for _, replies in exchanges:
+            # a servo replies after the one before it in the train is off the wire (the line
+            # takes no time otherwise), its injected delay later, and then takes its bytes
+            t = max(now, held[-1][0]) if held else now
             for pkt, _rdt, extra in replies:
                 if extra <= 0.0 and not held:
                     parts.append(pkt)
                     continue
-                # held: on the wire from `extra` after now, after the reply before it is off
-                start = max(now + extra - len(pkt) * byte_s, held[-1][0] if held else now)
-                held.append([start + len(pkt) * byte_s, start, pkt])
+                start = t + extra
+                t = start + len(pkt) * byte_s
+                held.append([t, start, pkt])
                 self.stats["delayed"] += 1
         out = b"".join(parts)
         if out:

@@ -30,9 +30,9 @@ def test_a_delayed_reply_comes_when_simulated_time_has_passed_the_delay(pty_clie
         c.send(2, P.Instruction.PING)
         vb.pump()
         assert c.quiet(0.05)                    # held: no simulated time has passed
-        vb.advance(1.5e-3)
-        assert c.quiet(0.05)                    # not yet at 1.5 ms
-        vb.advance(0.6e-3)
+        vb.advance(2.1e-3)
+        assert c.quiet(0.05)                    # on the wire from 2 ms, 14 bytes at 1 Mbps: not yet
+        vb.advance(0.05e-3)
         assert c.status(timeout=1.0).servo_id == 2
         c.send(1, P.Instruction.PING)           # the other servo answers at once
         vb.pump()
@@ -41,8 +41,8 @@ def test_a_delayed_reply_comes_when_simulated_time_has_passed_the_delay(pty_clie
 
 
 def test_an_instruction_sent_into_a_delayed_reply_collides(pty_client):
-    """The goal write sent 1.9 ms into a 2 ms delay (the 14-byte reply is on the wire from
-    1.86 ms at 1 Mbps): the servo never takes the goal, the reply's CRC fails."""
+    """The goal write (16 bytes) sent 1.9 ms into a 2 ms delay, at 1 Mbps: it is still on
+    the wire when the reply starts: the servo never takes the goal, the reply's CRC fails."""
     with InProcessVirtualBus("1-2:XM430-W350", faults="delay:id=2:us=2000") as vb:
         c = pty_client(vb.port, baud=BAUD)
         c.send(2, P.Instruction.PING)
@@ -50,7 +50,7 @@ def test_an_instruction_sent_into_a_delayed_reply_collides(pty_client):
         vb.advance(1.9e-3)
         c.send(1, P.Instruction.WRITE, _u16(A["goal_position"]) + (2500).to_bytes(4, "little"))
         vb.pump()
-        vb.advance(0.2e-3)
+        vb.advance(0.3e-3)
         with pytest.raises(ChecksumError):
             c.status(timeout=1.0)
         assert vb.stats["collisions"] == 1
@@ -71,8 +71,11 @@ def test_an_instruction_before_the_delayed_reply_goes_on_the_wire_is_answered_af
         c.send(1, P.Instruction.WRITE, _u16(A["goal_position"]) + (2500).to_bytes(4, "little"))
         vb.pump()
         assert c.quiet(0.05)
-        vb.advance(1.2e-3)      # the write's status, 14 bytes, off the wire 2.14 ms in
-        assert [c.status(timeout=1.0).servo_id for _ in range(2)] == [2, 1]
+        vb.advance(1.2e-3)
+        assert c.status(timeout=1.0).servo_id == 2
+        assert c.quiet(0.05)                    # the write's status is behind it: 2.14-2.25 ms
+        vb.advance(0.1e-3)
+        assert c.status(timeout=1.0).servo_id == 1
         assert vb.stats["collisions"] == 0
         servo1 = next(s for s in vb.engine.servos if s.bus_id0 == 1)
         assert int.from_bytes(bytes(servo1.mem[A["goal_position"]:A["goal_position"] + 4]), "little") == 2500
