@@ -267,13 +267,16 @@ class ReadStage:
                 "skipped": self.gate_skipped, "wire_us": round(self.wire_ns * 1e-3, 1)}
 
     def quiesce(self) -> None:
-        """Wait out the outstanding request's wire time (whatever the budget) and take its
-        replies off the bus: the next transaction cannot collide with them.  Nothing
-        outstanding: no-op.  Raises as :meth:`Bus.settle <firmware_bridge.bus.Bus.settle>`."""
+        """Take the outstanding request's replies off the bus once none can be on the wire:
+        the next transaction cannot collide with them.  On a real clock the bus's settle
+        does it (it waits for the replies up to the reply timeout, which is longer than the
+        wire time); a simulated clock is first moved past the wire time, since the simulated
+        bus holds late replies until then.  Nothing outstanding: no-op.  Raises as
+        :meth:`Bus.settle <firmware_bridge.bus.Bus.settle>`."""
         if self.bus is None or self.bus.pending is None:
             return
         free = self.wire_free_ns
-        if free and self.clock is not None and self.clock.now_ns() < free:
+        if self._simulated and free and self.clock.now_ns() < free:
             self.clock.sleep_until(free)
         self.bus.settle()
 

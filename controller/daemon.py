@@ -361,7 +361,7 @@ class Daemon:
             # the last tick's read request may still be owed (read-ahead; a stale tick's late
             # replies): waited out and taken before the wheels' stop and the torque off go
             # out, whether or not the caller drains (a library user's run_loop + shutdown)
-            self.loop.drain()
+            self.loop.drain(wait_wire=True)
             if self.loop.joint_map.any_velocity:
                 try:  # then 0 rad/s, before torque off (or to hold still with shutdown.mode hold)
                     self.loop.write.stop_wheels()

@@ -300,16 +300,20 @@ class ControlLoop:
         np.copyto(cmd.kd, self._damp_kd)
         cmd.velocity[:] = 0.0
 
-    def drain(self) -> None:
+    def drain(self, wait_wire: bool = False) -> None:
         """Take the replies of a read request still outstanding (read-ahead) off the bus, so
-        the loop never leaves one behind when it stops; never raises.  With late reads the
-        read's wire time is waited out first (:meth:`ReadStage.quiesce`): replies still on
-        the wire would collide with the next instruction (the shutdown's torque off)."""
+        the loop never leaves one behind when it stops; never raises.  ``wait_wire`` (the
+        shutdown): on a simulated clock, first let the read's wire time pass
+        (:meth:`ReadStage.quiesce`); the fault path does not touch a clock that may have
+        failed."""
         bus = self.bus
         if bus is None or getattr(bus, "pending", None) is None:
             return
         try:
-            self.read.quiesce()
+            if wait_wire:
+                self.read.quiesce()
+            else:
+                bus.settle()
         except Exception as exc:  # noqa: BLE001 - called on the way out, faults included
             log.warning("draining the outstanding read request: %s", exc)
 
