@@ -19,6 +19,7 @@ import numpy as np
 
 from servoloop.controller.bus_io import BusErrorCounts, JointReader, PartSwitch
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
+from servoloop.controller.wire_gate import WireGate
 from servoloop.firmware_bridge.errors import (
     BridgeError,
     HardwareErrorStatus,
@@ -62,15 +63,6 @@ class ReadStage:
     a wait on the port, so there the wait is the reply timeout on the wall clock and only
     replies the (simulated) bus holds back are late: lockstep runs stay deterministic.
 
-    The wire-time gate (:meth:`wire_clear`): on a half-duplex bus a stale tick's goal write
-    sent while a servo is still replying collides with the reply (both fail their CRC).  The
-    last reply of the outstanding request is off the wire at the latest :attr:`wire_free_ns`:
-    the request's send time plus the read's wire time (request and replies at 10 bits a byte
-    at the bus's baud, and per reply the servo's return delay and turnaround,
-    :func:`~firmware_bridge.bus.reply_timeout_s` without the host margin).  A stale tick
-    writes only after it: it waits when that comes before its latest write time, else it
-    writes nothing (the servos keep their last goal) and counts it.
-
     Parameters
     ----------
     errors : BusErrorCounts, shared with the other stages
@@ -87,36 +79,22 @@ class ReadStage:
     stale_reads : int, stale ticks so far
     late_collected : int, requests whose replies came after a stale tick and were collected
     until_ns : int, the budget of the next :meth:`run`'s wait, ns on the loop's clock
-    wire_ns : int, the tick's read's wire time (the gate's bound; a monitor tick's wide read
-        takes longer), ns
-    gate_waits : int, stale ticks whose write waited for the wire (:meth:`wire_clear`)
-    gate_wait_ns : int, the time they waited, ns in all
-    gate_skipped : int, stale ticks that wrote no goals: the wire was not free in time
+    gate : WireGate, when the owed replies are off the wire (a stale tick's write waits for it)
     """
 
     def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False,
                  late_read: bool = False, clock=None) -> None:
-        self.errors = errors
-        self.servo_faults = servo_faults
+        self.errors, self.servo_faults = errors, servo_faults
         self.read_ahead = read_ahead
         self.late_read = bool(late_read and read_ahead)
         self.clock = clock
         self._simulated = bool(getattr(clock, "simulated", False))
         self.stale = False
         self.reading_ok = True    # the arrays hold a complete reading (no failed servo's NaN)
-        self.stale_reads = 0
-        self.late_collected = 0
-        self.until_ns = 0
+        self.stale_reads = self.late_collected = self.until_ns = 0
         self._late = False        # the outstanding request already left a tick stale
-        self._req_ns = 0          # when it went out, loop clock
+        self.gate = WireGate(clock)   # also when the outstanding request went out
         self._lost_ns = 0         # reply timeout: owed replies past it are lost, not late
-        self._sent_ns = 0         # the outstanding request written, loop clock (the gate's origin)
-        self.wire_ns = 0
-        self._wire: dict = {}
-        self._sent_wire_ns = 0
-        self.gate_waits = 0
-        self.gate_wait_ns = 0
-        self.gate_skipped = 0
         self.bus = None
         self.reader: JointReader | None = None
         self.wide: JointReader | None = None
@@ -162,10 +140,7 @@ class ReadStage:
         if self.late_read:
             timeout = max(r.reply_timeout_s for r in (self.reader, self.wide) if r is not None)
             self._lost_ns = int(timeout * 1e9)
-            # each read's reply timeout is its wire time plus the host's margin (adapter latency)
-            self._wire = {id(r): int(max(0.0, r.reply_timeout_s - bus.timeout_margin_s) * 1e9)
-                          for r in (self.reader, self.wide) if r is not None}
-            self.wire_ns = self._wire[id(self.reader)]
+            self.gate.bind(bus, (self.reader, self.wide))
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -233,52 +208,7 @@ class ReadStage:
             until = self.until_ns * 1e-9
         if r.poll(until):
             return True
-        return clock.now_ns() - self._req_ns >= self._lost_ns
-
-    @property
-    def wire_free_ns(self) -> int:
-        """When the outstanding request's last reply is off the wire at the latest, ns on the
-        loop's clock (0: nothing outstanding)."""
-        r = self._requested
-        if r is None or not r.requested:
-            return 0
-        return self._sent_ns + self._sent_wire_ns
-
-    def wire_clear(self, latest_ns: int) -> bool:
-        """Wait, if need be, until no reply of the outstanding request can be on the wire;
-        False (counted in :attr:`gate_skipped`) when that is after ``latest_ns`` (ns, loop
-        clock): the caller then transmits nothing."""
-        free = self.wire_free_ns
-        now = self.clock.now_ns()
-        if now >= free:
-            return True
-        if free > latest_ns:
-            self.gate_skipped += 1
-            return False
-        self.clock.sleep_until(free)
-        self.gate_waits += 1
-        self.gate_wait_ns += free - now
-        return True
-
-    def gate_summary(self) -> dict:
-        """The wire-time gate so far: ``waits``, ``wait_us`` (in all), ``skipped``, ``wire_us``
-        (the tick's read's wire time, the bound)."""
-        return {"waits": self.gate_waits, "wait_us": round(self.gate_wait_ns * 1e-3, 1),
-                "skipped": self.gate_skipped, "wire_us": round(self.wire_ns * 1e-3, 1)}
-
-    def quiesce(self) -> None:
-        """Take the outstanding request's replies off the bus once none can be on the wire:
-        the next transaction cannot collide with them.  On a real clock the bus's settle
-        does it (it waits for the replies up to the reply timeout, which is longer than the
-        wire time); a simulated clock is first moved past the wire time, since the simulated
-        bus holds late replies until then.  Nothing outstanding: no-op.  Raises as
-        :meth:`Bus.settle <firmware_bridge.bus.Bus.settle>`."""
-        if self.bus is None or self.bus.pending is None:
-            return
-        free = self.wire_free_ns
-        if self._simulated and free and self.clock.now_ns() < free:
-            self.clock.sleep_until(free)
-        self.bus.settle()
+        return clock.now_ns() - self.gate.sent_ns >= self._lost_ns
 
     def _turn(self, r: JointReader) -> None:
         """Make ``r`` the reader whose request goes out next (one variant rotation for both)."""
@@ -338,13 +268,10 @@ class ReadStage:
         at that collect.  ``wide``: the request of :attr:`wide` (when there is one)."""
         r = self.wide if wide and self.wide is not None else self.reader
         self._turn(r)
-        if self.late_read:
-            self._req_ns = self.clock.now_ns()
         r.request()
         self._requested = r
-        if self.late_read:     # the gate counts from after the write (the bytes are out by then)
-            self._sent_ns = self.clock.now_ns()
-            self._sent_wire_ns = self._wire[id(r)]
+        if self.late_read:
+            self.gate.sent(r)
 
 
 class ImuStage:

@@ -300,18 +300,27 @@ class ControlLoop:
         np.copyto(cmd.kd, self._damp_kd)
         cmd.velocity[:] = 0.0
 
+    def read_summary(self) -> dict:
+        """``read_ahead``, ``late_read``, ``stale_reads`` and ``wire_gate`` (stale ticks' goal
+        writes that waited for the owed replies to be off the wire: ``waits``, ``wait_us`` in
+        all; ``skipped``: not sent, the wire not free before the next deadline; ``wire_us``:
+        the read's wire time), for the status and the summary."""
+        read = self.read
+        return {"read_ahead": self.read_ahead, "late_read": read.late_read,
+                "stale_reads": read.stale_reads, "wire_gate": read.gate.summary()}
+
     def drain(self, wait_wire: bool = False) -> None:
         """Take the replies of a read request still outstanding (read-ahead) off the bus, so
         the loop never leaves one behind when it stops; never raises.  ``wait_wire`` (the
         shutdown): on a simulated clock, first let the read's wire time pass
-        (:meth:`ReadStage.quiesce`); the fault path does not touch a clock that may have
-        failed."""
+        (:meth:`~controller.wire_gate.WireGate.quiesce`); the fault path does not touch a
+        clock that may have failed."""
         bus = self.bus
         if bus is None or getattr(bus, "pending", None) is None:
             return
         try:
             if wait_wire:
-                self.read.quiesce()
+                self.read.gate.quiesce(bus)
             else:
                 bus.settle()
         except Exception as exc:  # noqa: BLE001 - called on the way out, faults included
@@ -396,7 +405,7 @@ class ControlLoop:
             # or is not sent (the servos keep their last goal) when that is past the next deadline
             if fault is None and not self.readonly:
                 t = clock.now_ns()
-                if not stale or read.wire_clear(rate.deadline_ns + rate.period_ns - self._late_margin_ns):
+                if not stale or read.gate.clear(rate.deadline_ns + rate.period_ns - self._late_margin_ns):
                     ok = self.write.send() and ok
                 bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)

@@ -64,13 +64,13 @@ def test_a_stale_tick_waits_for_the_wire_before_its_goal_write():
     nothing collides."""
     summary, sent, received, stats, read = _run(4_000_000, 1500.0, "delay:id=6:us=700:p=0.1")
     assert summary["state"] == "done", summary["faults"]
-    assert read.wire_ns == pytest.approx(1.06e6, abs=1e3)
+    assert read.gate.wire_ns == pytest.approx(1.06e6, abs=1e3)
     assert summary["stale_reads"] >= 20 and stats["delayed"] >= 20
     gate = summary["wire_gate"]
     assert gate["waits"] == summary["stale_reads"] and gate["skipped"] == 0
     # each wait: from the stale tick (a period after the request) to the end of the read's
     # wire time, 1060 - 667 us (longer on a monitor tick, whose wide read takes longer)
-    longest = max(read._wire.values()) * 1e-3 - 1e6 / 1500.0
+    longest = max(read.gate._wire.values()) * 1e-3 - 1e6 / 1500.0
     assert 393.0 * gate["waits"] <= gate["wait_us"] <= (longest + 1.0) * gate["waits"]
     assert stats["collisions"] == 0
     assert summary["bus_errors"] == {} and summary["comm"]["failed_ticks"] == 0
@@ -84,7 +84,7 @@ def test_a_stale_tick_whose_wire_is_busy_past_its_deadline_writes_nothing():
     arrives, nothing collides."""
     summary, sent, received, stats, read = _run(1_000_000, 1000.0, "delay:id=6:us=1300:p=0.1")
     assert summary["state"] == "done", summary["faults"]
-    assert read.wire_ns == pytest.approx(2.44e6, abs=1e3)
+    assert read.gate.wire_ns == pytest.approx(2.44e6, abs=1e3)
     assert summary["stale_reads"] >= 20
     gate = summary["wire_gate"]
     assert gate["skipped"] == summary["stale_reads"] and gate["waits"] == 0
