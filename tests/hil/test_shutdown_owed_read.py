@@ -50,5 +50,6 @@ def test_shutdown_after_run_loop_without_drain_turns_torque_off():
         assert rig.virtual.stats["collisions"] == 0
         assert d.bus.pending is None
     finally:
+        d.resume_gc()           # startup paused the collector (Daemon.run resumes it the same way)
         d.close_bus()
         rig.close()
