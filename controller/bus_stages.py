@@ -19,6 +19,7 @@ import numpy as np
 
 from servoloop.controller.bus_io import BusErrorCounts, JointReader, PartSwitch
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
+from servoloop.controller.wire_gate import WireGate
 from servoloop.firmware_bridge.errors import (
     BridgeError,
     HardwareErrorStatus,
@@ -78,23 +79,21 @@ class ReadStage:
     stale_reads : int, stale ticks so far
     late_collected : int, requests whose replies came after a stale tick and were collected
     until_ns : int, the budget of the next :meth:`run`'s wait, ns on the loop's clock
+    gate : WireGate, when the owed replies are off the wire (a stale tick's write waits for it)
     """
 
     def __init__(self, errors: BusErrorCounts, servo_faults, read_ahead: bool = False,
                  late_read: bool = False, clock=None) -> None:
-        self.errors = errors
-        self.servo_faults = servo_faults
+        self.errors, self.servo_faults = errors, servo_faults
         self.read_ahead = read_ahead
         self.late_read = bool(late_read and read_ahead)
         self.clock = clock
         self._simulated = bool(getattr(clock, "simulated", False))
         self.stale = False
         self.reading_ok = True    # the arrays hold a complete reading (no failed servo's NaN)
-        self.stale_reads = 0
-        self.late_collected = 0
-        self.until_ns = 0
+        self.stale_reads = self.late_collected = self.until_ns = 0
         self._late = False        # the outstanding request already left a tick stale
-        self._req_ns = 0          # when it went out, loop clock
+        self.gate = WireGate(clock)   # also when the outstanding request went out
         self._lost_ns = 0         # reply timeout: owed replies past it are lost, not late
         self.bus = None
         self.reader: JointReader | None = None
@@ -141,6 +140,7 @@ class ReadStage:
         if self.late_read:
             timeout = max(r.reply_timeout_s for r in (self.reader, self.wide) if r is not None)
             self._lost_ns = int(timeout * 1e9)
+            self.gate.bind(bus, (self.reader, self.wide))
         n = len(ids)
         self.failed = np.zeros(n, dtype=bool)
         if self.disabled.shape[0] != n:
@@ -208,7 +208,7 @@ class ReadStage:
             until = self.until_ns * 1e-9
         if r.poll(until):
             return True
-        return clock.now_ns() - self._req_ns >= self._lost_ns
+        return clock.now_ns() - self.gate.sent_ns >= self._lost_ns
 
     def _turn(self, r: JointReader) -> None:
         """Make ``r`` the reader whose request goes out next (one variant rotation for both)."""
@@ -268,10 +268,10 @@ class ReadStage:
         at that collect.  ``wide``: the request of :attr:`wide` (when there is one)."""
         r = self.wide if wide and self.wide is not None else self.reader
         self._turn(r)
-        if self.late_read:
-            self._req_ns = self.clock.now_ns()
         r.request()
         self._requested = r
+        if self.late_read:
+            self.gate.sent(r)
 
 
 class ImuStage:

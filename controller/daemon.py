@@ -367,6 +367,7 @@ class Daemon:
                 if self._hard_stop is not None:
                     raise FaultRaised(Fault(FaultKind.SIGNAL, self._hard_stop))
                 self.loop.tick()
+            self.loop.drain(wait_wire=True)  # owed replies off the wire first (no drain() needed)
             if self.loop.joint_map.any_velocity:
                 try:  # then 0 rad/s, before torque off (or to hold still with shutdown.mode hold)
                     self.loop.write.stop_wheels()
@@ -513,7 +514,7 @@ class Daemon:
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly, "friction": self.friction,
-            "read_ahead": self.loop.read_ahead, "stale_reads": self.loop.read.stale_reads,
+            **self.loop.read_summary(),
             "comm": self.loop.safety.comm.status(), "fall": self.loop.fall_summary(),
             **self._estimate(),
         }
@@ -552,7 +553,7 @@ class Daemon:
         (wake-up lateness p50/p99/max), ``missed``, ``missed_by_cause`` (``compute``, ``bus``,
         ``wakeup``: adds up to ``missed``, see :mod:`controller.loop_stats`), ``tick_work_us``
         (run-state tick work, wake-up to end with bus waits, p50/p99/max), ``stale_reads`` (ticks
-        run on the last reading: ``loop.late_read``), ``bus_errors`` per kind, ``faults`` (messages)
+        run on the last reading: ``loop.late_read``; ``wire_gate``), ``bus_errors`` per kind, ``faults`` (messages)
         and ``fault_details`` (kind, servo, joint, message), ``fall`` (None, or its when, how far,
         how fast, reaction),
         ``state``, plus ``stop_reason``, ``telemetry``, ``warnings``; for a floating base
@@ -573,8 +574,7 @@ class Daemon:
             "robot": self.cfg.robot,
             "controller": self.cfg.controller.name, "friction": self.friction,
             "total_ticks": int(self.tick),
-            "read_ahead": self.loop.read_ahead,
-            "late_read": self.loop.read.late_read, "stale_reads": self.loop.read.stale_reads,
+            **self.loop.read_summary(),
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,

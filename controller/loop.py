@@ -302,14 +302,29 @@ class ControlLoop:
         np.copyto(cmd.kd, self._damp_kd)
         cmd.velocity[:] = 0.0
 
-    def drain(self) -> None:
+    def read_summary(self) -> dict:
+        """``read_ahead``, ``late_read``, ``stale_reads`` and ``wire_gate`` (stale ticks' goal
+        writes that waited for the owed replies to be off the wire: ``waits``, ``wait_us`` in
+        all; ``skipped``: not sent, the wire not free before the next deadline; ``wire_us``:
+        the read's wire time), for the status and the summary."""
+        read = self.read
+        return {"read_ahead": self.read_ahead, "late_read": read.late_read,
+                "stale_reads": read.stale_reads, "wire_gate": read.gate.summary()}
+
+    def drain(self, wait_wire: bool = False) -> None:
         """Take the replies of a read request still outstanding (read-ahead) off the bus, so
-        the loop never leaves one behind when it stops; never raises."""
+        the loop never leaves one behind when it stops; never raises.  ``wait_wire`` (the
+        shutdown): on a simulated clock, first let the read's wire time pass
+        (:meth:`~controller.wire_gate.WireGate.quiesce`); the fault path does not touch a
+        clock that may have failed."""
         bus = self.bus
         if bus is None or getattr(bus, "pending", None) is None:
             return
         try:
-            bus.settle()
+            if wait_wire:
+                self.read.gate.quiesce(bus)
+            else:
+                bus.settle()
         except Exception as exc:  # noqa: BLE001 - called on the way out, faults included
             log.warning("draining the outstanding read request: %s", exc)
 
@@ -390,9 +405,12 @@ class ControlLoop:
                     fault = graded(fault, f)
                 self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
             self.actuate()
+            # a stale tick's write waits until the owed replies are off the half-duplex wire,
+            # or is not sent (the servos keep their last goal) when that is past the next deadline
             if fault is None and not self.readonly:
                 t = clock.now_ns()
-                ok = self.write.send() and ok
+                if not stale or read.gate.clear(rate.deadline_ns + rate.period_ns - self._late_margin_ns):
+                    ok = self.write.send() and ok
                 bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)
         if f is not None:

@@ -23,6 +23,11 @@ checksum at the host), extra delay before a reply, hardware error bits
 latched (alert bit, torque off if the Shutdown mask says so), a servo that
 vanishes (until ``until`` if given), a power cycle (silent for ``down``,
 then RAM back to defaults), the adapter unplugged (port closed).
+
+``delay`` is honoured by both buses: the pty server sends the reply that much
+later on the wall clock, the in-process (lockstep) bus in simulated time, where
+a host instruction sent while the delayed reply is on the wire collides with it
+(:mod:`.inprocess`).
 """
 
 from __future__ import annotations
