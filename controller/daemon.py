@@ -506,23 +506,15 @@ class Daemon:
             "t_s": self.t_s(),
             "rate_hz": self.rate_now(),
             "jitter_us": self.jitter.summary(),
-            "missed": self.rate.missed, "missed_by_cause": self.loop.causes.summary(),
-            "tick_work_us": self.loop.work.summary(),
+            "missed": self.rate.missed,
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
             "readonly": self.readonly, "friction": self.friction,
-            **self.loop.read_summary(),
-            "comm": self.loop.safety.comm.status(), "fall": self.loop.fall_summary(),
-            **self._estimate(),
+            **self.loop.report(),
         }
-
-    def _estimate(self) -> dict:
-        """``{"estimate": ...}`` for a floating base with an IMU (see BaseEstimator.summary), else {}."""
-        be = self.loop.base_estimator
-        return {} if be is None else {"estimate": be.summary()}
 
     def set_params(self, params: dict) -> None:
         """Check controller parameters now; the loop applies them between ticks."""
@@ -564,8 +556,6 @@ class Daemon:
             "rate_hz": float(self.rate_now()),
             "jitter_us": self.jitter.summary(),
             "missed": int(self.rate.missed),
-            "missed_by_cause": self.loop.causes.summary(),
-            "tick_work_us": self.loop.work.summary(),
             "bus_errors": dict(self.bus_errors),
             "faults": [f.message for f in self.faults],
             "fault_details": [f.as_dict() for f in self.faults],
@@ -574,7 +564,7 @@ class Daemon:
             "robot": self.cfg.robot,
             "controller": self.cfg.controller.name, "friction": self.friction,
             "total_ticks": int(self.tick),
-            **self.loop.read_summary(),
+            **self.loop.report(),
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,
             "realtime": None if rt is None else {
                 "sched_fifo": rt.sched_fifo, "mlockall": rt.mlockall, "affinity": rt.affinity,
@@ -584,9 +574,6 @@ class Daemon:
             "warnings": (list(self.warnings) + list(getattr(self.controller, "warnings", ()))
                          + self.loop.watchdog.warnings + self._comm_warnings() + self.loop.fall_warnings()),
             "bus_watchdog_trips": self.loop.watchdog.trips,
-            "comm": self.loop.safety.comm.status(),
-            "fall": self.loop.fall_summary(),
-            **self._estimate(),
         }
 
     def _comm_warnings(self) -> list[str]:

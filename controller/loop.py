@@ -302,6 +302,15 @@ class ControlLoop:
         np.copyto(cmd.kd, self._damp_kd)
         cmd.velocity[:] = 0.0
 
+    def report(self) -> dict:
+        """What ``servoloop status`` and the run summary both tell of the loop: ``missed_by_cause``,
+        ``tick_work_us``, the read's figures (:meth:`read_summary`), ``comm``, ``fall`` and, for a
+        floating base with an IMU, ``estimate`` (see ``BaseEstimator.summary``)."""
+        be = self.base_estimator
+        return {"missed_by_cause": self.causes.summary(), "tick_work_us": self.work.summary(),
+                **self.read_summary(), "comm": self.safety.comm.status(), "fall": self.fall_summary(),
+                **({} if be is None else {"estimate": be.summary()})}
+
     def read_summary(self) -> dict:
         """``read_ahead``, ``late_read``, ``stale_reads`` and ``wire_gate`` (stale ticks' goal
         writes that waited for the owed replies to be off the wire: ``waits``, ``wait_us`` in
