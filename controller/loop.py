@@ -413,6 +413,9 @@ class ControlLoop:
                 if f is not None:
                     fault = graded(fault, f)
                 self.control.run(code, (rate.deadline_ns - self.run_t0) * 1e-9)
+            if stale:
+                safety.slew.save()
+                safety.velocity.save()
             self.actuate()
             # a stale tick's write waits until the owed replies are off the half-duplex wire,
             # or is not sent (the servos keep their last goal) when that is past the next deadline
@@ -420,6 +423,9 @@ class ControlLoop:
                 t = clock.now_ns()
                 if not stale or read.gate.clear(rate.deadline_ns + rate.period_ns - self._late_margin_ns):
                     ok = self.write.send() and ok
+                else:   # not sent: the next goal steps from the one the servos hold
+                    safety.slew.rewind()
+                    safety.velocity.rewind()
                 bus_ns += clock.now_ns() - t
         f = safety.record_comm(ok, read.failed, rate.deadline_ns, stale)
         if f is not None:

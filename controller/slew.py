@@ -147,6 +147,20 @@ class SlewLimiter:
         # the compiled window's uint8 views, made once (``torque`` and ``held`` change in place)
         self._torque_u8 = self.torque.view(np.uint8)
         self._held_u8 = self.held.view(np.uint8)
+        self._saved_last = np.zeros(n)
+        self._saved_step = np.zeros(n)
+
+    def save(self) -> None:
+        """Keep the state as it is, for :meth:`rewind` (no allocation)."""
+        np.copyto(self._saved_last, self.last)
+        np.copyto(self._saved_step, self.step)
+
+    def rewind(self) -> None:
+        """Back to the state :meth:`save` kept: the goal :meth:`limit` made since was not sent
+        (a stale tick's write the wire gate held back), so the servos still hold the goal
+        before it and the next goal steps from that one, never two steps at once."""
+        np.copyto(self.last, self._saved_last)
+        np.copyto(self.step, self._saved_step)
 
     def set_torque_goals(self, mask, max_offset) -> None:
         """Joints in ``mask`` ((n,) bool) take torque-carrying goals: each written goal may lie
@@ -252,6 +266,15 @@ class VelocitySlew:
         self._lo = np.zeros(n)
         self._hi = np.zeros(n)
         self._nan = np.zeros(n, dtype=bool)
+        self._saved = np.zeros(n)
+
+    def save(self) -> None:
+        """Keep :attr:`last`, for :meth:`rewind` (no allocation)."""
+        np.copyto(self._saved, self.last)
+
+    def rewind(self) -> None:
+        """Back to the velocity goal :meth:`save` kept (the one since was not sent)."""
+        np.copyto(self.last, self._saved)
 
     def set_max_velocity(self, vmax) -> None:
         """Tighter speed limits (rad/s, (n,)): e.g. a servo's Velocity Limit register."""

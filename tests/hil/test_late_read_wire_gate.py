@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from servoloop.firmware_bridge import protocol as P
@@ -91,3 +92,26 @@ def test_a_stale_tick_whose_wire_is_busy_past_its_deadline_writes_nothing():
     assert stats["collisions"] == 0
     assert summary["bus_errors"] == {} and summary["comm"]["failed_ticks"] == 0
     assert sent > 400 and received == sent
+
+
+def test_after_a_write_the_gate_held_back_the_goal_steps_from_what_the_servo_holds():
+    """1 Mbps, 1 kHz, the base turned 2 rad so its goal moves at the slew limit: a stale tick
+    whose write is held back leaves the servo at the goal before it, and the next write
+    steps one slew step from that goal, never two (before, the limiter had already moved on
+    and the write after a skip jumped twice the step)."""
+    from tests.hil.test_daemon_lockstep import hook_at, write_events
+
+    rig = LockstepRig(_arm(1_000_000, 1000.0), faults="delay:id=6:us=1300:p=0.1")
+    hook_at(rig, 0.1, lambda: rig.daemon.set_goal({"base_yaw": 2.0}))
+    step = float(rig.daemon.loop.safety.slew.max_step[0])          # rad per tick
+    try:
+        summary = rig.daemon.run(0.6)
+    finally:
+        rig.close()
+    assert summary["state"] == "done", summary["faults"]
+    assert summary["wire_gate"]["skipped"] >= 20
+    goals = np.array([v for kind, v in write_events(rig)[1] if kind == "goal"], dtype=float)
+    steps = np.abs(np.diff(goals)) * (2 * np.pi / 4096)               # rad per goal write
+    moving = steps > 0.5 * step
+    assert moving.sum() >= 300                                         # it moved at the limit
+    assert steps.max() <= step + 2 * np.pi / 4096                      # one step (+ a count)
