@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 __all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_read_ahead", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
-           "DAEMON_REGISTERS", "MIMIC_CHOICES"]
+           "check_description", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
 DAEMON_REGISTERS = {
@@ -248,6 +248,46 @@ def validate_model(cfg, err) -> None:
     if cfg.simulation.contacts and cfg.urdf_path() is None:
         raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
                   "simulation.contacts")
+
+
+def check_description(cfg, err) -> None:
+    """The robot description against the servos, as ``servoloop run`` would find it.
+
+    ``load_config`` leaves the URDF to what needs it (the simulator, a model-based
+    controller), so a config whose URDF is missing, has a ``<mimic>`` joint, or lacks a
+    servo's joint loaded fine and failed at ``run``.  ``servoloop config check`` calls
+    this so that it says so first: the file, the joint and the key to change.
+    """
+    path = cfg.urdf_path()
+    if path is None:
+        return
+    from servoloop.core_cy.dynamics.urdf import parse_urdf
+    from servoloop.core_cy.errors import MimicJointError, ModelError
+
+    key = "model.urdf" if cfg.model.urdf else "model.name"
+    if not path.is_file():
+        raise err(f"{key}: robot description {path} not found (a path relative to the config "
+                  "file, or absolute)", key)
+    try:
+        tree = parse_urdf(path, floating_base=cfg.model.floating_base, mimic=cfg.model.mimic)
+    except MimicJointError as exc:
+        joint = re.search(r"joint '([^']+)'", str(exc))
+        name = f"joint {joint.group(1)!r}" if joint else "a joint"
+        raise err(f"{path.name}: {name} is a <mimic> joint; servoloop does not couple joints: "
+                  "set `model: {urdf: ..., mimic: independent}` to load it as a joint of its own "
+                  "(driven by its own servo, or free when no servo drives it)", "model.mimic") from None
+    except ModelError as exc:
+        raise err(f"{key}: {exc}", key) from None
+    moving = set(tree.joint_names) - {"root_joint"}
+    for k, s in enumerate(cfg.servos):
+        if s.joint not in moving:
+            near = sorted(moving - {t.joint for t in cfg.servos})
+            raise err(f"servos[{k}].joint {s.joint!r} (id {s.id}) is not a moving joint of {path.name}; "
+                      f"its joints without a servo: {near or 'none'}", f"servos[{k}].joint")
+    for k, c in enumerate(cfg.simulation.contacts):
+        if c.link not in tree.frames:
+            raise err(f"simulation.contacts[{k}].link {c.link!r} is not a link of {path.name}",
+                      f"simulation.contacts[{k}].link")
 
 
 def check_safety(sf, err, shutdown_modes, reactions) -> None:
