@@ -113,6 +113,12 @@ class TableInfo:
         self.a_torque, self.a_hw = addr("torque_enable"), addr("hardware_error_status")
         self.a_shutdown, self.a_regd = addr("shutdown"), addr("registered_instruction")
         self.a_wd = addr("bus_watchdog")
+        # AX / MX (1.0) Lock (47): once 1, only Torque Enable (24) to Torque Limit (34-35) take a
+        # WRITE, and only a power cycle unlocks it (e-Manual AX-12A, "Lock":
+        # https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#lock)
+        self.a_lock = addr("lock") if table.protocol == 1 else None
+        self.lock_span = ((regs["torque_enable"].address, regs["torque_limit"].address + regs["torque_limit"].size)
+                          if self.a_lock is not None and "torque_limit" in regs else None)
         # goal registers the Bus Watchdog Error makes read-only: (address, end)
         self.goal_spans = tuple((regs[g].address, regs[g].address + regs[g].size)
                                 for g in ("goal_pwm", "goal_current", "goal_velocity", "goal_position")

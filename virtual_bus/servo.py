@@ -12,7 +12,8 @@ the register range refused (Data Range Error), goals outside their limit
 registers refused (Data Limit Error; AX: Angle Limit Error bit), the Bus
 Watchdog (X, MX 2.0; see :meth:`VirtualServo.watchdog_check`), hardware
 errors latch, set the alert bit and turn torque off when the Shutdown mask
-says so, REBOOT / power cycle bring RAM back to defaults with torque off and
+says so, the AX / MX (1.0) Lock (once set, only Torque Enable to Torque Limit
+take a write until a power cycle), REBOOT / power cycle bring RAM back to defaults with torque off and
 the goal at the present position.
 """
 
@@ -316,6 +317,9 @@ class VirtualServo:
         goal = info.goal
         if info.a_wd is not None and self._goal_locked(address, address + n):
             return ERR.RANGE
+        if info.lock_span is not None and self.mem[info.a_lock] and not (
+                info.lock_span[0] <= address and address + n <= info.lock_span[1]):
+            return ERR.ACCESS                # Protocol 1.0: the Range Error bit
         if address == goal.address and n == goal.size:
             return self._write_goal(data)
         cmd = self._cmd_reg
