@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 __all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_read_ahead", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
-           "check_description", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
+           "check_description", "gravity_overload", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
 DAEMON_REGISTERS = {
@@ -250,17 +250,19 @@ def validate_model(cfg, err) -> None:
                   "simulation.contacts")
 
 
-def check_description(cfg, err) -> None:
+def check_description(cfg, err) -> list[str]:
     """The robot description against the servos, as ``servoloop run`` would find it.
 
     ``load_config`` leaves the URDF to what needs it (the simulator, a model-based
     controller), so a config whose URDF is missing, has a ``<mimic>`` joint, or lacks a
     servo's joint loaded fine and failed at ``run``.  ``servoloop config check`` calls
-    this so that it says so first: the file, the joint and the key to change.
+    this so that it says so first: the file, the joint and the key to change.  Returns
+    warnings: a fixed-base joint whose servo cannot hold what hangs on it
+    (:func:`gravity_overload`), the mark of masses written in g instead of kg.
     """
     path = cfg.urdf_path()
     if path is None:
-        return
+        return []
     from servoloop.core_cy.dynamics.urdf import parse_urdf
     from servoloop.core_cy.errors import MimicJointError, ModelError
 
@@ -288,6 +290,62 @@ def check_description(cfg, err) -> None:
         if c.link not in tree.frames:
             raise err(f"simulation.contacts[{k}].link {c.link!r} is not a link of {path.name}",
                       f"simulation.contacts[{k}].link")
+    return [] if cfg.model.floating_base else gravity_overload(tree, cfg.servos, path.name)
+
+
+#: a joint's gravity torque bound past this many stall torques is a warning
+OVERLOAD_FACTOR = 3.0
+
+
+def gravity_overload(tree, servos, source: str) -> list[str]:
+    """Revolute joints of a fixed-base tree whose servo cannot hold its subtree, whatever the pose.
+
+    The bound: g times, over every body the joint carries, its mass times its farthest
+    reach from the joint (the links' offsets along the chain plus its centre of mass).
+    No pose needs more; a real arm needs less.  Past ``OVERLOAD_FACTOR`` stall torques
+    the description is wrong, not the servo: masses written in grams (an XM430-sized
+    link of 138 "kg") give a bound a thousand times too large.
+    """
+    import numpy as np
+
+    from servoloop.firmware_bridge.control_table import get_table
+
+    parent, mass = tree.parent, tree.mass
+    offset = np.linalg.norm(tree.p_tree, axis=1)
+    com = np.linalg.norm(tree.com, axis=1)
+    by_joint = {name: b for b, name in enumerate(tree.joint_names)}
+    out = []
+    for s in servos:
+        b = by_joint.get(s.joint)
+        if b is None or tree.jtype[b] != 0 or getattr(s, "mode", "position") == "velocity":
+            continue
+        if parent[b] < 0 and abs(abs((tree.R_tree[b] @ tree.axis[b])[2]) - 1.0) < 1e-9:
+            continue                        # a vertical axis on the base: gravity never turns it
+        stall = get_table(s.model).stall_torque_nm
+        if not stall:
+            continue
+        bound = 0.0
+        for c in range(len(mass)):
+            reach, k = com[c], c
+            while k != b and k >= 0:        # walk up from body c to the joint's body
+                reach += offset[k]
+                k = parent[k]
+            if k == b:
+                bound += mass[c] * reach
+        bound *= 9.81
+        if bound > OVERLOAD_FACTOR * stall:
+            out.append(f"joint {s.joint!r} (id {s.id}) may need up to {bound:.3g} N m to hold what "
+                       f"hangs on it ({mass[[c for c in range(len(mass)) if _under(parent, c, b)]].sum():.3g} kg "
+                       f"in {source}); its {s.model} stalls at {stall:.3g} N m: are the URDF's "
+                       "<mass> values in kg (not g)?")
+    return out
+
+
+def _under(parent, c: int, b: int) -> bool:
+    """Whether body ``c`` is ``b`` or hangs below it."""
+    while c >= 0 and c != b:
+        c = parent[c]
+    return c == b
 
 
 def check_safety(sf, err, shutdown_modes, reactions) -> None:

@@ -182,11 +182,13 @@ def cmd_check(args) -> int:
 
     try:
         cfg = load_config(args.file)
-        check_description(cfg, _keyed_error(args.file))
+        warnings = check_description(cfg, _keyed_error(args.file))
     except ConfigError as exc:
         print(f"config check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"{args.file}: ok ({len(cfg.servos)} servos, controller {cfg.controller.name})")
+    for w in warnings:
+        print(f"config check: {args.file}: warning: {w}", file=sys.stderr)
     return EXIT_OK
 
 

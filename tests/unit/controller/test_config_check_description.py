@@ -70,3 +70,15 @@ def test_a_contact_on_a_link_the_urdf_lacks_is_named(omx, capsys):
     rc, text = _check(omx, capsys)
     assert rc == 2
     assert "simulation.contacts[0].link 'link_9'" in text
+
+
+def test_masses_in_grams_are_a_warning_naming_the_joint(omx, capsys):
+    rc, text = _check(omx, capsys)
+    assert rc == 0 and "warning" not in text          # the published masses (kg) hold easily
+    urdf = omx.parent / "open_manipulator_x.urdf"
+    _edit(urdf, '<mass value="1.3850917e-01"/>', '<mass value="138.50917"/>')   # link3 in g
+    rc, text = _check(omx, capsys)
+    assert rc == 0, text                              # a warning, not a refusal
+    warned = [line for line in text.splitlines() if "warning" in line]
+    assert [w.split("'")[1] for w in warned] == ["joint2"]      # link3 hangs on joint2 only
+    assert "XM430-W350 stalls at 4.1 N m" in warned[0] and "kg (not g)" in warned[0]
