@@ -66,3 +66,15 @@ def test_schema_refuses_what_the_loader_refuses(tmp_path):
 def test_feasible_rate_follows_the_wire():
     assert feasible_rate_hz(4_000_000, 12) == 1000
     assert feasible_rate_hz(57_600, 3) <= 50
+
+
+def test_init_on_servos_found_at_several_rates_says_so_in_one_line_per_rate(virtual_bus, tmp_path):
+    # `virtual-bus --servos` without --baud answers at any rate: a hexapod's 18 AX-12A
+    # were listed once per servo and rate (90 entries), with no hint why
+    port = virtual_bus(servos="1-18:AX-12A")
+    r = servoloop("init", "--port", port, "--baud", "57600", "1000000", "--protocol", "1",
+                  "--out", str(tmp_path / "robot.yaml"))
+    assert r.returncode == 2
+    assert ("57600 bps / Protocol 1.0: id 1-18; 1000000 bps / Protocol 1.0: id 1-18" in r.stderr)
+    assert "IDs 1-18 answered at more than one rate" in r.stderr and "--baud" in r.stderr
+    assert not (tmp_path / "robot.yaml").exists()
