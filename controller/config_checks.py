@@ -277,7 +277,7 @@ def check_description(cfg, err) -> list[str]:
         name = f"joint {joint.group(1)!r}" if joint else "a joint"
         raise err(f"{path.name}: {name} is a <mimic> joint; servoloop does not couple joints: "
                   "set `model: {urdf: ..., mimic: independent}` to load it as a joint of its own "
-                  "(driven by its own servo, or free when no servo drives it)", "model.mimic") from None
+                  "(driven by its own servo; without one, limp in the simulation)", "model.mimic") from None
     except ModelError as exc:
         raise err(f"{key}: {exc}", key) from None
     moving = set(tree.joint_names) - {"root_joint"}

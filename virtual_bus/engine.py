@@ -29,6 +29,7 @@ from servoloop.virtual_bus.actuator import default_actuator, servo_model_for, wi
 from servoloop.virtual_bus.faults import FaultInjector, parse_faults
 from servoloop.virtual_bus.memory import ERR, ServoBank, table_info
 from servoloop.virtual_bus.plant import IndependentServosPlant
+from servoloop.virtual_bus.profile import step_profile
 from servoloop.virtual_bus.protocol1 import Protocol1
 from servoloop.virtual_bus.protocol2 import Protocol2
 from servoloop.virtual_bus.servo import VirtualServo
@@ -114,14 +115,8 @@ class BusEngine:
         self.position = np.zeros(n)
         self.velocity = np.zeros(n)
         self.torque = np.zeros(n)
-        # X / MX (2.0) velocity-based profile in the position modes (Profile Velocity /
-        # Profile Acceleration, 0 = none): the servo tracks a trapezoid towards the goal,
-        # not the goal itself (e-Manual XM430-W350 "Profile Velocity":
-        # https://emanual.robotis.com/docs/en/dxl/x/xm430-w350/#profile-velocity)
-        self.profile_v = np.zeros(n)                   # rad/s
-        self.profile_a = np.zeros(n)                   # rad/s^2
-        self.trajectory = np.zeros(n)                  # rad: the profile's position, the plant's goal
-        self._traj_v = np.zeros(n)                     # rad/s
+        # motion profiles (.profile): rad/s, rad/s^2 (0: none); the trajectory (rad, rad/s)
+        self.profile_v, self.profile_a, self.trajectory, self._traj_v = np.zeros((4, n))
         actuators = actuators or {}
         unknown = sorted(set(actuators) - {sid for sid, _ in specs})
         if unknown:
@@ -258,7 +253,11 @@ class BusEngine:
             else:
                 self._set_actuation(self.kp_scale, self.torque_limit)
         self._actuation_dirty = False
-        goal = self._profile(dt) if self.profile_v.any() else self.goal_rad
+        goal = self.goal_rad
+        if self.profile_v.any():
+            step_profile(dt, goal, self.torque_on, self.mode, self.position, self.profile_v,
+                         self.profile_a, self.trajectory, self._traj_v)
+            goal = self.trajectory
         self.plant.step(dt, goal, self.torque_on, self.position, self.velocity, self.torque)
         self.time_s += dt
         self._present_dirty = True
@@ -271,32 +270,6 @@ class BusEngine:
         ev = self.faults.next_event_time
         if ev is not None and ev <= self.time_s:
             self.faults.on_time(self, self.time_s)
-
-    def _profile(self, dt: float) -> np.ndarray:
-        """The goal each servo tracks over the next ``dt`` s: its profile's position.
-
-        A servo with a profile moves its trajectory towards the goal at Profile Velocity,
-        speeding up and braking at Profile Acceleration (0: at once); with torque off the
-        trajectory stays at the present position, so it starts there when torque comes on.
-        Servos without a profile track the goal itself.
-        """
-        traj, vel, goal = self.trajectory, self._traj_v, self.goal_rad
-        on = self.torque_on & (self.profile_v > 0) & (self.mode == 0)
-        traj[~on] = np.where(self.torque_on[~on], goal[~on], self.position[~on])
-        vel[~on] = 0.0
-        if dt > 0 and on.any():
-            vmax, amax = self.profile_v[on], self.profile_a[on]
-            e = goal[on] - traj[on]
-            v = vel[on]
-            braking = np.sqrt(2.0 * amax * np.abs(e))       # the speed it can still stop from
-            want = np.sign(e) * np.where(amax > 0, np.minimum(vmax, braking), vmax)
-            step_v = np.where(amax > 0, amax * dt, np.inf)
-            v = v + np.clip(want - v, -step_v, step_v)
-            move = v * dt
-            arrive = np.abs(move) >= np.abs(e)
-            traj[on] = np.where(arrive, goal[on], traj[on] + move)
-            vel[on] = np.where(arrive, 0.0, v)
-        return traj
 
     def _refresh_present(self) -> None:
         noise = self.noise_ticks

@@ -13,10 +13,7 @@ registers refused (Data Limit Error; AX: Angle Limit Error bit), the Bus
 Watchdog (X, MX 2.0; see :meth:`VirtualServo.watchdog_check`), hardware
 errors latch, set the alert bit and turn torque off when the Shutdown mask
 says so, the AX / MX (1.0) Lock (once set, only Torque Enable to Torque Limit
-take a write until a power cycle), the X / MX (2.0) velocity-based Profile Velocity
-and Profile Acceleration (the servo follows a trapezoid to the goal, reported in
-Position / Velocity Trajectory; the time-based profile, Drive Mode bit 2, is not
-emulated: such a servo goes straight to its goal), REBOOT / power cycle bring RAM back to defaults with torque off and
+take a write until a power cycle), the motion profile (:mod:`.profile`), REBOOT / power cycle bring RAM back to defaults with torque off and
 the goal at the present position.
 """
 
@@ -35,6 +32,7 @@ from servoloop.virtual_bus.memory import (
     decode_bytes,
     put,
 )
+from servoloop.virtual_bus.profile import profile_registers
 
 __all__ = ["VirtualServo", "ERR", "POSITION_MODES"]
 
@@ -320,9 +318,9 @@ class VirtualServo:
         goal = info.goal
         if info.a_wd is not None and self._goal_locked(address, address + n):
             return ERR.RANGE
-        if info.lock_span is not None and self.mem[info.a_lock] and not (
+        if info.lock_span is not None and self.mem[info.a_lock] and not (  # Lock: Range Error bit
                 info.lock_span[0] <= address and address + n <= info.lock_span[1]):
-            return ERR.ACCESS                # Protocol 1.0: the Range Error bit
+            return ERR.ACCESS
         if address == goal.address and n == goal.size:
             return self._write_goal(data)
         cmd = self._cmd_reg
@@ -512,13 +510,7 @@ class VirtualServo:
         bus.torque_on[i] = bool(mem[info.a_torque]) and plant_mode is not None
         bus.mode[i] = plant_mode or 0
         bus.command[i] = self._command(plant_mode)
-        pv, pa = reg.get("profile_velocity"), reg.get("profile_acceleration")
-        time_based = "drive_mode" in reg and mem[reg["drive_mode"].address] & 4
-        if pv is not None and plant_mode == 0 and not time_based and info.protocol == 2:
-            bus.profile_v[i] = decode(pv, mem) * pv.scale
-            bus.profile_a[i] = decode(pa, mem) * pa.scale if pa is not None else 0.0
-        else:
-            bus.profile_v[i] = bus.profile_a[i] = 0.0
+        bus.profile_v[i], bus.profile_a[i] = profile_registers(info, mem, plant_mode)
         scale = 1.0
         if info.p_default:
             scale = decode(reg["position_p_gain"], mem) / info.p_default
