@@ -1,6 +1,7 @@
 """``servoloop init`` on a virtual bus, then the config it wrote runs the daemon on that bus."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -75,6 +76,8 @@ def test_init_on_servos_found_at_several_rates_says_so_in_one_line_per_rate(virt
     r = servoloop("init", "--port", port, "--baud", "57600", "1000000", "--protocol", "1",
                   "--out", str(tmp_path / "robot.yaml"))
     assert r.returncode == 2
-    assert ("57600 bps / Protocol 1.0: id 1-18; 1000000 bps / Protocol 1.0: id 1-18" in r.stderr)
-    assert "IDs 1-18 answered at more than one rate" in r.stderr and "--baud" in r.stderr
+    # (a ping lost on a busy host splits a range: "id 1-6, 8-18")
+    assert re.search(r"57600 bps / Protocol 1\.0: id 1-[0-9, -]+; 1000000 bps / Protocol 1\.0: id 1-", r.stderr)
+    assert re.search(r"IDs 1-[0-9, -]+ answered at more than one rate", r.stderr) and "--baud" in r.stderr
+    assert len(r.stderr) < 800                        # 36 entries took 1000 characters
     assert not (tmp_path / "robot.yaml").exists()
