@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 __all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_read_ahead", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
-           "check_description", "gravity_overload", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
+           "check_description", "gravity_overload", "keyed_error", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
 DAEMON_REGISTERS = {
@@ -291,6 +291,23 @@ def check_description(cfg, err) -> list[str]:
             raise err(f"simulation.contacts[{k}].link {c.link!r} is not a link of {path.name}",
                       f"simulation.contacts[{k}].link")
     return [] if cfg.model.floating_base else gravity_overload(tree, cfg.servos, path.name)
+
+
+def keyed_error(path):
+    """``err(message, key)`` for a check after :func:`load_config`: the file and the key's
+    line, as ``load_config`` names them."""
+    from servoloop.controller.errors import ConfigError
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, TypeError):
+        text = ""
+
+    def err(msg: str, key: str):
+        line = line_of(text, key) if text else None
+        return ConfigError(f"line {line}: {msg}" if line else msg, str(path), key)
+
+    return err
 
 
 #: a joint's gravity torque bound past this many stall torques is a warning

@@ -210,12 +210,12 @@ def cmd_schema(args) -> int:
 
 def cmd_check(args) -> int:
     from servoloop.controller.config import load_config
-    from servoloop.controller.config_checks import check_description
+    from servoloop.controller.config_checks import check_description, keyed_error
     from servoloop.controller.errors import ConfigError
 
     try:
         cfg = load_config(args.file)
-        warnings = check_description(cfg, _keyed_error(args.file))
+        warnings = check_description(cfg, keyed_error(args.file))
     except ConfigError as exc:
         print(f"config check: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -224,20 +224,3 @@ def cmd_check(args) -> int:
         print(f"config check: {args.file}: warning: {w}", file=sys.stderr)
     return EXIT_OK
 
-
-def _keyed_error(path):
-    """``err(message, key)`` for a check after loading: the file and the key's line, as
-    :func:`load_config` names them."""
-    from servoloop.controller.config_checks import line_of
-    from servoloop.controller.errors import ConfigError
-
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        text = ""
-
-    def err(msg: str, key: str):
-        line = line_of(text, key)
-        return ConfigError(f"line {line}: {msg}" if line else msg, str(path), key)
-
-    return err

@@ -82,3 +82,13 @@ def test_masses_in_grams_are_a_warning_naming_the_joint(omx, capsys):
     warned = [line for line in text.splitlines() if "warning" in line]
     assert [w.split("'")[1] for w in warned] == ["joint2"]      # link3 hangs on joint2 only
     assert "XM430-W350 stalls at 4.1 N m" in warned[0] and "kg (not g)" in warned[0]
+
+
+def test_run_on_the_simulated_robot_says_it_as_check_does(omx, capsys):
+    # before: "cannot simulate the robot: RobotPlant: joints ['joint_4'] not in /.../x.urdf"
+    _edit(omx, "joint: joint4,", "joint: joint_4,")
+    rc = main(["run", "--config", str(omx), "--lockstep", "--duration", "0.1",
+               "--telemetry", "none", "--socket", "none"])
+    text = capsys.readouterr().err
+    assert rc == 2
+    assert "line 11: servos[3].joint 'joint_4'" in text and "RobotPlant" not in text
