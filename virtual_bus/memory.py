@@ -115,7 +115,8 @@ class TableInfo:
         self.a_wd = addr("bus_watchdog")
         # AX / MX (1.0) Lock (47): once 1, only Torque Enable (24) to Torque Limit (34-35) take a
         # WRITE, and only a power cycle unlocks it (e-Manual AX-12A, "Lock":
-        # https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#lock)
+        # https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#lock); a refused write answers the
+        # Range Error bit, 0x08 (ROBOTIS DX-116 manual, example 19: Punch written while locked)
         self.a_lock = addr("lock") if table.protocol == 1 else None
         self.lock_span = ((regs["torque_enable"].address, regs["torque_limit"].address + regs["torque_limit"].size)
                           if self.a_lock is not None and "torque_limit" in regs else None)

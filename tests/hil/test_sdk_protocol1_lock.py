@@ -17,7 +17,8 @@ from tests.hil.sdk_helpers import TxRxFailed, ok
 
 pytestmark = pytest.mark.hil
 
-RANGE_ERROR = 0x08          # Protocol 1.0 status error bit 3
+RANGE_ERROR = 0x08          # Protocol 1.0 status error bit 3: what a locked DX-116 answers a
+                            # write to Punch with (its manual's example of Lock)
 
 
 @pytest.mark.parametrize("model", ["AX-12A", "MX-28"])
