@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 __all__ = ["load_yaml", "check_model", "check_safety", "check_protocols", "check_read_ahead", "check_registers", "check_logging", "LOG_LEVELS", "register_plan", "line_of", "validate_model",
-           "DAEMON_REGISTERS", "MIMIC_CHOICES"]
+           "check_description", "gravity_overload", "keyed_error", "DAEMON_REGISTERS", "MIMIC_CHOICES"]
 
 #: registers the daemon writes itself (or that would cut it off the bus), and why
 DAEMON_REGISTERS = {
@@ -252,6 +252,121 @@ def validate_model(cfg, err) -> None:
     if cfg.simulation.contacts and cfg.urdf_path() is None:
         raise err("simulation.contacts needs a robot description (model.urdf or model.name)",
                   "simulation.contacts")
+
+
+def check_description(cfg, err) -> list[str]:
+    """The robot description against the servos, as ``servoloop run`` would find it.
+
+    ``load_config`` leaves the URDF to what needs it (the simulator, a model-based
+    controller), so a config whose URDF is missing, has a ``<mimic>`` joint, or lacks a
+    servo's joint loaded fine and failed at ``run``.  ``servoloop config check`` calls
+    this so that it says so first: the file, the joint and the key to change.  Returns
+    warnings: a fixed-base joint whose servo cannot hold what hangs on it
+    (:func:`gravity_overload`), the mark of masses written in g instead of kg.
+    """
+    path = cfg.urdf_path()
+    if path is None:
+        return []
+    from servoloop.core_cy.dynamics.urdf import parse_urdf
+    from servoloop.core_cy.errors import MimicJointError, ModelError
+
+    key = "model.urdf" if cfg.model.urdf else "model.name"
+    if not path.is_file():
+        raise err(f"{key}: robot description {path} not found (a path relative to the config "
+                  "file, or absolute)", key)
+    try:
+        tree = parse_urdf(path, floating_base=cfg.model.floating_base, mimic=cfg.model.mimic)
+    except MimicJointError as exc:
+        joint = re.search(r"joint '([^']+)'", str(exc))
+        name = f"joint {joint.group(1)!r}" if joint else "a joint"
+        raise err(f"{path.name}: {name} is a <mimic> joint; servoloop does not couple joints: "
+                  "set `model: {urdf: ..., mimic: independent}` to load it as a joint of its own "
+                  "(driven by its own servo; without one, limp in the simulation)", "model.mimic") from None
+    except ModelError as exc:
+        raise err(f"{key}: {exc}", key) from None
+    moving = set(tree.joint_names) - {"root_joint"}
+    for k, s in enumerate(cfg.servos):
+        if s.joint not in moving:
+            near = sorted(moving - {t.joint for t in cfg.servos})
+            raise err(f"servos[{k}].joint {s.joint!r} (id {s.id}) is not a moving joint of {path.name}; "
+                      f"its joints without a servo: {near or 'none'}", f"servos[{k}].joint")
+    for k, c in enumerate(cfg.simulation.contacts):
+        if c.link not in tree.frames:
+            raise err(f"simulation.contacts[{k}].link {c.link!r} is not a link of {path.name}",
+                      f"simulation.contacts[{k}].link")
+    return [] if cfg.model.floating_base else gravity_overload(tree, cfg.servos, path.name)
+
+
+def keyed_error(path):
+    """``err(message, key)`` for a check after :func:`load_config`: the file and the key's
+    line, as ``load_config`` names them."""
+    from servoloop.controller.errors import ConfigError
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, TypeError):
+        text = ""
+
+    def err(msg: str, key: str):
+        line = line_of(text, key) if text else None
+        return ConfigError(f"line {line}: {msg}" if line else msg, str(path), key)
+
+    return err
+
+
+#: a joint's gravity torque bound past this many stall torques is a warning
+OVERLOAD_FACTOR = 3.0
+
+
+def gravity_overload(tree, servos, source: str) -> list[str]:
+    """Revolute joints of a fixed-base tree whose servo cannot hold its subtree, whatever the pose.
+
+    The bound: g times, over every body the joint carries, its mass times its farthest
+    reach from the joint (the links' offsets along the chain plus its centre of mass).
+    No pose needs more; a real arm needs less.  Past ``OVERLOAD_FACTOR`` stall torques
+    the description is wrong, not the servo: masses written in grams (an XM430-sized
+    link of 138 "kg") give a bound a thousand times too large.
+    """
+    import numpy as np
+
+    from servoloop.firmware_bridge.control_table import get_table
+
+    parent, mass = tree.parent, tree.mass
+    offset = np.linalg.norm(tree.p_tree, axis=1)
+    com = np.linalg.norm(tree.com, axis=1)
+    by_joint = {name: b for b, name in enumerate(tree.joint_names)}
+    out = []
+    for s in servos:
+        b = by_joint.get(s.joint)
+        if b is None or tree.jtype[b] != 0 or getattr(s, "mode", "position") == "velocity":
+            continue
+        if parent[b] < 0 and abs(abs((tree.R_tree[b] @ tree.axis[b])[2]) - 1.0) < 1e-9:
+            continue                        # a vertical axis on the base: gravity never turns it
+        stall = get_table(s.model).stall_torque_nm
+        if not stall:
+            continue
+        bound = 0.0
+        for c in range(len(mass)):
+            reach, k = com[c], c
+            while k != b and k >= 0:        # walk up from body c to the joint's body
+                reach += offset[k]
+                k = parent[k]
+            if k == b:
+                bound += mass[c] * reach
+        bound *= 9.81
+        if bound > OVERLOAD_FACTOR * stall:
+            out.append(f"joint {s.joint!r} (id {s.id}) may need up to {bound:.3g} N m to hold what "
+                       f"hangs on it ({mass[[c for c in range(len(mass)) if _under(parent, c, b)]].sum():.3g} kg "
+                       f"in {source}); its {s.model} stalls at {stall:.3g} N m: are the URDF's "
+                       "<mass> values in kg (not g)?")
+    return out
+
+
+def _under(parent, c: int, b: int) -> bool:
+    """Whether body ``c`` is ``b`` or hangs below it."""
+    while c >= 0 and c != b:
+        c = parent[c]
+    return c == b
 
 
 def check_safety(sf, err, shutdown_modes, reactions) -> None:

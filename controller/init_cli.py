@@ -70,6 +70,41 @@ def _servo_rows(hits, port: str) -> list[dict]:
     return rows
 
 
+def _id_ranges(ids) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3, 5"``."""
+    ids, out = sorted(ids), []
+    for i in ids:
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in out)
+
+
+def _mixed_settings(rows: list[dict]) -> str:
+    """Why ``init`` cannot write one config: the servos found per (baud, protocol), in one
+    line each rate, and what to do.  IDs found at several rates are said apart: a servo
+    answers at one rate, so either servos share an ID at different rates (new servos, all
+    ID 1) or the port answers at any rate (``servoloop virtual-bus --servos`` without
+    ``--baud``)."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for r in rows:
+        groups.setdefault((r["baud"], r["protocol"]), []).append(r["id"])
+    found = "; ".join(f"{baud} bps / Protocol {proto}.0: id {_id_ranges(ids)}"
+                      for (baud, proto), ids in sorted(groups.items()))
+    msg = (f"the servos do not share one baud rate and protocol ({found}); set them alike "
+           "with `servoloop setup baud` first, or scan one rate with --baud")
+    seen: dict[int, int] = {}
+    for r in rows:
+        seen[r["id"]] = seen.get(r["id"], 0) + 1
+    twice = [i for i, n in seen.items() if n > 1]
+    if twice:
+        msg += (f". IDs {_id_ranges(twice)} answered at more than one rate: servos sharing an ID "
+                "at different rates (give each its own with `servoloop setup id --alone`), or a "
+                "port that answers any rate (`servoloop virtual-bus --servos` without --baud)")
+    return msg
+
+
 _RATES_HZ = (1000, 500, 250, 100, 50, 20, 10)
 
 
@@ -144,9 +179,7 @@ def cmd_init(args) -> int:
         return EXIT_BUS
     settings = {(r["baud"], r["protocol"]) for r in rows}
     if len(settings) > 1:
-        found = ", ".join(f"id {r['id']} at {r['baud']} bps / {r['protocol']}.0" for r in rows)
-        print(f"init: the servos do not share one baud rate and protocol ({found}); set them alike "
-              "with `servoloop setup baud` first", file=sys.stderr)
+        print(f"init: {_mixed_settings(rows)}", file=sys.stderr)
         return EXIT_USAGE
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
@@ -177,12 +210,17 @@ def cmd_schema(args) -> int:
 
 def cmd_check(args) -> int:
     from servoloop.controller.config import load_config
+    from servoloop.controller.config_checks import check_description, keyed_error
     from servoloop.controller.errors import ConfigError
 
     try:
         cfg = load_config(args.file)
+        warnings = check_description(cfg, keyed_error(args.file))
     except ConfigError as exc:
         print(f"config check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"{args.file}: ok ({len(cfg.servos)} servos, controller {cfg.controller.name})")
+    for w in warnings:
+        print(f"config check: {args.file}: warning: {w}", file=sys.stderr)
     return EXIT_OK
+

@@ -124,6 +124,8 @@ class VirtualBusProcess:
 
     def start(self) -> str:
         """Start the process and wait (with a deadline) for the pty path on its first line."""
+        if not _builtin_matches(self.cfg):
+            _check_description(self.cfg)
         cmd = self.command()
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,6 +230,15 @@ class Lockstep:
                     pass
 
 
+def _check_description(cfg: RobotConfig) -> None:
+    """The robot description against the servos before it is simulated: what the simulator
+    would refuse, said as ``servoloop config check`` says it (the key and its line)."""
+    from servoloop.controller.config_checks import check_description, keyed_error
+
+    if cfg.source is not None and cfg.urdf_path() is not None and cfg.simulation.plant in (None, "contact"):
+        check_description(cfg, keyed_error(cfg.source))
+
+
 def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lockstep:
     """Bus + clock for lockstep mode: ``pump`` after every write, ``advance(dt)`` per tick.
 
@@ -245,6 +256,8 @@ def make_lockstep(cfg: RobotConfig, faults: str | None = None, plant=None) -> Lo
         from servoloop.virtual_bus.spec import config_plant, load_plant
 
         target = config_plant(cfg)
+        if target != "independent" and not _builtin_matches(cfg):
+            _check_description(cfg)
         if target != "independent":
             pairs = [(s.id, s.model) for s in cfg.servos]
             try:

@@ -29,6 +29,7 @@ from servoloop.virtual_bus.actuator import default_actuator, servo_model_for, wi
 from servoloop.virtual_bus.faults import FaultInjector, parse_faults
 from servoloop.virtual_bus.memory import ERR, ServoBank, table_info
 from servoloop.virtual_bus.plant import IndependentServosPlant
+from servoloop.virtual_bus.profile import step_profile
 from servoloop.virtual_bus.protocol1 import Protocol1
 from servoloop.virtual_bus.protocol2 import Protocol2
 from servoloop.virtual_bus.servo import VirtualServo
@@ -114,6 +115,8 @@ class BusEngine:
         self.position = np.zeros(n)
         self.velocity = np.zeros(n)
         self.torque = np.zeros(n)
+        # motion profiles (.profile): rad/s, rad/s^2 (0: none); the trajectory (rad, rad/s)
+        self.profile_v, self.profile_a, self.trajectory, self._traj_v = np.zeros((4, n))
         actuators = actuators or {}
         unknown = sorted(set(actuators) - {sid for sid, _ in specs})
         if unknown:
@@ -250,7 +253,12 @@ class BusEngine:
             else:
                 self._set_actuation(self.kp_scale, self.torque_limit)
         self._actuation_dirty = False
-        self.plant.step(dt, self.goal_rad, self.torque_on, self.position, self.velocity, self.torque)
+        goal = self.goal_rad
+        if self.profile_v.any():
+            step_profile(dt, goal, self.torque_on, self.mode, self.position, self.profile_v,
+                         self.profile_a, self.trajectory, self._traj_v)
+            goal = self.trajectory
+        self.plant.step(dt, goal, self.torque_on, self.position, self.velocity, self.torque)
         self.time_s += dt
         self._present_dirty = True
         if self._wd_servos:
@@ -265,9 +273,10 @@ class BusEngine:
 
     def _refresh_present(self) -> None:
         noise = self.noise_ticks
+        profile = (self.trajectory, self._traj_v) if self.profile_v.any() else None
         for bank in self.banks.values():
             ticks = self._rng.standard_normal(bank.n) * noise if noise > 0 else None
-            bank.write_present(self.position, self.velocity, self.torque, self.time_s, ticks)
+            bank.write_present(self.position, self.velocity, self.torque, self.time_s, ticks, profile)
         for d in self.devices:
             d.refresh(self.time_s)
         self._present_dirty = False

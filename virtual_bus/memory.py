@@ -47,7 +47,7 @@ _ACTUATION = ("torque_enable", "goal_position", "operating_mode", "homing_offset
               "position_p_gain", "cw_compliance_slope", "ccw_compliance_slope", "torque_limit",
               "goal_current", "current_limit", "pwm_limit", "cw_angle_limit", "ccw_angle_limit",
               "goal_velocity", "goal_pwm", "velocity_limit", "moving_speed",
-              "max_position_limit", "min_position_limit")
+              "max_position_limit", "min_position_limit", "profile_velocity", "profile_acceleration")
 
 # goal register -> limit register (|goal| <= limit), Protocol 2.0 Data Limit Error.
 _LIMITS = {"goal_current": "current_limit", "goal_velocity": "velocity_limit", "goal_pwm": "pwm_limit"}
@@ -113,6 +113,13 @@ class TableInfo:
         self.a_torque, self.a_hw = addr("torque_enable"), addr("hardware_error_status")
         self.a_shutdown, self.a_regd = addr("shutdown"), addr("registered_instruction")
         self.a_wd = addr("bus_watchdog")
+        # AX / MX (1.0) Lock (47): once 1, only Torque Enable (24) to Torque Limit (34-35) take a
+        # WRITE, and only a power cycle unlocks it (e-Manual AX-12A, "Lock":
+        # https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/#lock); a refused write answers the
+        # Range Error bit, 0x08 (ROBOTIS DX-116 manual, example 19: Punch written while locked)
+        self.a_lock = addr("lock") if table.protocol == 1 else None
+        self.lock_span = ((regs["torque_enable"].address, regs["torque_limit"].address + regs["torque_limit"].size)
+                          if self.a_lock is not None and "torque_limit" in regs else None)
         # goal registers the Bus Watchdog Error makes read-only: (address, end)
         self.goal_spans = tuple((regs[g].address, regs[g].address + regs[g].size)
                                 for g in ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
@@ -220,7 +227,7 @@ class ServoBank:
         reg = info.reg
         self._views = {}
         for name in ("present_position", "present_velocity", "present_current", "present_load",
-                     "present_pwm", "moving", "realtime_tick", "position_trajectory"):
+                     "present_pwm", "moving", "realtime_tick", "position_trajectory", "velocity_trajectory"):
             if name in reg:
                 self._views[name] = (reg[name], self._view(reg[name]))
         self._goal_view = self._view(info.goal)
@@ -256,7 +263,8 @@ class ServoBank:
         self.line_stall[k] = servo.stall_torque_at_supply_nm
         self.line_emf[k] = servo.back_emf_nm_s_per_rad
 
-    def write_present(self, position, velocity, torque, time_s: float, noise_ticks) -> None:
+    def write_present(self, position, velocity, torque, time_s: float, noise_ticks,
+                      profile=None) -> None:
         """Write present position/velocity/current|load/pwm/moving/tick of every servo.
 
         Parameters
@@ -267,6 +275,9 @@ class ServoBank:
             Simulated time, s (Realtime Tick).
         noise_ticks : (n,) float64 or None
             Measurement noise added to the position, in encoder ticks.
+        profile : ((n_bus,), (n_bus,)) float64 or None
+            Position (rad) and velocity (rad/s) of the servos' profiles (Position / Velocity
+            Trajectory); None: no servo has one, the trajectory is the goal.
         """
         idx, sign = self.index, self.sign
         info = self.info
@@ -301,9 +312,13 @@ class ServoBank:
             elif name == "realtime_tick":
                 view[:] = int(time_s * 1000.0) % 32768
                 continue
-            else:  # position_trajectory: no profile, the trajectory is the goal
+            elif name == "velocity_trajectory":
+                raw = np.zeros(self.n) if profile is None else np.rint(sign * profile[1][idx] / r.scale)
+            elif profile is None:  # position_trajectory without a profile: the goal
                 view[:] = self._goal_view
                 continue
+            else:
+                raw = np.rint(sign * profile[0][idx] / r.scale + self.homing) + r.zero_raw
             self._store(r, view, raw)
 
     @staticmethod

@@ -12,7 +12,8 @@ the register range refused (Data Range Error), goals outside their limit
 registers refused (Data Limit Error; AX: Angle Limit Error bit), the Bus
 Watchdog (X, MX 2.0; see :meth:`VirtualServo.watchdog_check`), hardware
 errors latch, set the alert bit and turn torque off when the Shutdown mask
-says so, REBOOT / power cycle bring RAM back to defaults with torque off and
+says so, the AX / MX (1.0) Lock (once set, only Torque Enable to Torque Limit
+take a write until a power cycle), the motion profile (:mod:`.profile`), REBOOT / power cycle bring RAM back to defaults with torque off and
 the goal at the present position.
 """
 
@@ -31,6 +32,7 @@ from servoloop.virtual_bus.memory import (
     decode_bytes,
     put,
 )
+from servoloop.virtual_bus.profile import profile_registers
 
 __all__ = ["VirtualServo", "ERR", "POSITION_MODES"]
 
@@ -316,6 +318,9 @@ class VirtualServo:
         goal = info.goal
         if info.a_wd is not None and self._goal_locked(address, address + n):
             return ERR.RANGE
+        if info.lock_span is not None and self.mem[info.a_lock] and not (  # Lock: Range Error bit
+                info.lock_span[0] <= address and address + n <= info.lock_span[1]):
+            return ERR.ACCESS
         if address == goal.address and n == goal.size:
             return self._write_goal(data)
         cmd = self._cmd_reg
@@ -505,6 +510,7 @@ class VirtualServo:
         bus.torque_on[i] = bool(mem[info.a_torque]) and plant_mode is not None
         bus.mode[i] = plant_mode or 0
         bus.command[i] = self._command(plant_mode)
+        bus.profile_v[i], bus.profile_a[i] = profile_registers(info, mem, plant_mode)
         scale = 1.0
         if info.p_default:
             scale = decode(reg["position_p_gain"], mem) / info.p_default

@@ -1,6 +1,7 @@
 """``servoloop init`` on a virtual bus, then the config it wrote runs the daemon on that bus."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -66,3 +67,17 @@ def test_schema_refuses_what_the_loader_refuses(tmp_path):
 def test_feasible_rate_follows_the_wire():
     assert feasible_rate_hz(4_000_000, 12) == 1000
     assert feasible_rate_hz(57_600, 3) <= 50
+
+
+def test_init_on_servos_found_at_several_rates_says_so_in_one_line_per_rate(virtual_bus, tmp_path):
+    # `virtual-bus --servos` without --baud answers at any rate: a hexapod's 18 AX-12A
+    # were listed once per servo and rate (90 entries), with no hint why
+    port = virtual_bus(servos="1-18:AX-12A")
+    r = servoloop("init", "--port", port, "--baud", "57600", "1000000", "--protocol", "1",
+                  "--out", str(tmp_path / "robot.yaml"))
+    assert r.returncode == 2
+    # (a ping lost on a busy host splits a range: "id 1-6, 8-18")
+    assert re.search(r"57600 bps / Protocol 1\.0: id 1-[0-9, -]+; 1000000 bps / Protocol 1\.0: id 1-", r.stderr)
+    assert re.search(r"IDs 1-[0-9, -]+ answered at more than one rate", r.stderr) and "--baud" in r.stderr
+    assert len(r.stderr) < 800                        # 36 entries took 1000 characters
+    assert not (tmp_path / "robot.yaml").exists()
