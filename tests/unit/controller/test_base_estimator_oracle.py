@@ -95,8 +95,9 @@ def test_a_lockstep_trot_gives_the_same_estimate_tick_for_tick():
     _same_summary(summary["estimate"], cmp.ref.summary())
 
 
-@pytest.mark.parametrize("robot", ["quadruped", "humanoid"])
-def test_random_inputs_give_the_same_estimate(robot):
+def _standing(robot):
+    """The compiled estimator and its oracle on ``robot`` standing still: (cfg, q0, q, dq,
+    gyro, acc, rpy, dt, be, cmp); the inputs are the arrays the estimator is bound to."""
     cfg = builtin_config(robot)
     pose = standing_pose(cfg)
     q0 = np.array([float(pose.get(j, 0.0)) for j in cfg.joint_names])
@@ -105,7 +106,12 @@ def test_random_inputs_give_the_same_estimate(robot):
     dt = 1.0 / cfg.loop.rate_hz
     be = BaseEstimator(cfg, BaseState(), q, dq, dt)
     be.bind(gyro, acc, rpy)
-    cmp = _Compare(be, cfg, dt)
+    return cfg, q0, q, dq, gyro, acc, rpy, dt, be, _Compare(be, cfg, dt)
+
+
+@pytest.mark.parametrize("robot", ["quadruped", "humanoid"])
+def test_random_inputs_give_the_same_estimate(robot):
+    cfg, q0, q, dq, gyro, acc, rpy, dt, be, cmp = _standing(robot)
     from servoloop.virtual_bus.robot_plant import make_plant
 
     plant = make_plant([(sv.id, sv.model) for sv in cfg.servos], robot)     # as it lies at power-up
@@ -144,15 +150,7 @@ def test_ticks_of_any_length_give_the_same_estimate():
     heights over that time as the oracle does; a step is never longer than ``MAX_STEP_S``."""
     from servoloop.controller.base_estimator import MAX_STEP_S
 
-    cfg = builtin_config("quadruped")
-    pose = standing_pose(cfg)
-    q0 = np.array([float(pose.get(j, 0.0)) for j in cfg.joint_names])
-    q, dq = q0.copy(), np.zeros(cfg.n)
-    gyro, acc, rpy = np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3)
-    dt = 1.0 / cfg.loop.rate_hz
-    be = BaseEstimator(cfg, BaseState(), q, dq, dt)
-    be.bind(gyro, acc, rpy)
-    cmp = _Compare(be, cfg, dt)
+    cfg, q0, q, dq, gyro, acc, rpy, dt, be, cmp = _standing("quadruped")
     rng = np.random.default_rng(3)
     moved = 0.0
     for k in range(600):
