@@ -63,10 +63,11 @@ def rate_fit_warning(cfg) -> str | None:
 def missed_ticks_advice(summary: dict, rate_hz: float) -> str | None:
     """Advice when more than 1 % of the ticks were missed (late and skipped), else None."""
     missed = int(summary.get("missed") or 0)
-    ticks = int(summary.get("ticks") or 0) + missed
+    # the startup's ticks too (a run that faulted in its startup has no run ticks)
+    ticks = int(summary.get("total_ticks") or summary.get("ticks") or 0) + missed
     if ticks == 0 or missed <= 0.01 * ticks:
         return None
-    done = summary.get("rate_hz") or 0.0
+    done = summary.get("rate_hz") or rate_hz * (ticks - missed) / ticks
     lower = int(max(done * 0.8, 1.0) // 10 * 10) or 1
     text = (f"{missed} of {ticks} ticks were missed ({100 * missed / ticks:.0f} %): this machine and bus do not "
             f"keep {rate_hz:g} Hz. Try a lower rate (--rate {lower}), loop.sched_fifo: true with "

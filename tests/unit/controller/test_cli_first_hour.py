@@ -82,6 +82,13 @@ def test_missed_tick_advice_only_when_many_were_missed():
     assert "2315 of 4191 ticks were missed (55 %)" in msg and "--rate 350" in msg and "sched_fifo" in msg
 
 
+def test_missed_tick_advice_for_a_run_that_faulted_in_its_startup():
+    """No run tick (a startup that ended in the late-ticks fault): the startup's ticks count,
+    and the rate to try is under what the startup kept, not ``--rate 1``."""
+    msg = missed_ticks_advice({"missed": 1953, "ticks": 0, "total_ticks": 1750, "rate_hz": 0.0}, 1000.0)
+    assert "1953 of 3703 ticks were missed (53 %)" in msg and "--rate 370" in msg
+
+
 def test_verbosity_flags_map_to_logging_levels():
     parser = build_parser()
     assert log_level(parser.parse_args(["status"])) == logging.WARNING
