@@ -59,7 +59,8 @@ def _default_model(model: str):
 
 
 def servo_friction(cfg) -> ServoFriction:
-    """The friction in use for every servo of ``cfg`` (a RobotConfig), see the module docstring."""
+    """The friction, damping and armature in use for every servo of ``cfg`` (a RobotConfig),
+    see the module docstring."""
     figures: dict[str, list] = {key: [] for key in KEYS}
     sources = []
     where = cfg.source or f"the {cfg.robot} config"
@@ -148,7 +149,8 @@ def print_friction(summary: dict) -> None:
 
 def check_friction(s, i: int, where: str, err) -> None:
     """``servos[i].coulomb_friction`` / ``viscous_friction`` / ``position_damping`` /
-    ``armature``: finite and >= 0, the Coulomb friction below the servo's stall torque (a servo that could not move)."""
+    ``armature``: finite and >= 0, the Coulomb friction below the servo's stall torque (a
+    servo that could not move)."""
     for key, (unit, _) in KEYS.items():
         value = getattr(s, key)
         if value is not None and not (math.isfinite(value) and value >= 0):
