@@ -28,8 +28,8 @@ import yaml
 
 from servoloop.controller.errors import ConfigError
 
-__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "gain_registers",
-           "FRICTION_KEYS", "LAW_KEYS"]
+__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "plant_law",
+           "gain_registers", "FRICTION_KEYS", "LAW_KEYS"]
 
 #: config key <- the report's ``params`` that give it (any one; the servo model's field names
 #: through ``ServoModel.from_calibration``): bench / ``fit`` ``kc``, BAM-style ``friction_base``,
@@ -217,6 +217,37 @@ def actuator_overrides(cal: Calibration, servos) -> dict[int, dict[str, float]]:
             continue
         m = cal.servo_model(model)
         out[sid] = {f.name: getattr(m, f.name) for f in fields(m) if f.name != "model"}
+    if not out:
+        raise ConfigError(f"calibration made on {cal.model}: no emulated servo of that model", cal.path)
+    return out
+
+
+#: config key of :data:`LAW_KEYS` -> the figure of ``RobotPlant.set_servo_law``
+PLANT_FIGURES = {"coulomb_friction": "kc", "viscous_friction": "viscous", "position_damping": "kd",
+                 "armature": "armature"}
+
+
+def plant_law(cal: Calibration, servos) -> dict[int, dict[str, float]]:
+    """``{bus index: {RobotPlant.set_servo_law figure: value}}``: what the report identified of
+    the servo law (its stiffness ``kp``, :data:`LAW_KEYS`), for the contact simulator's servos
+    of a matching model (``servos``: [(id, model)], bus order).  Only identified figures: the
+    rest (stall torque, the motor line) stays the simulator's model of the servo, which is not
+    :func:`actuator_overrides`' independent-servo default.
+
+    Raises
+    ------
+    ConfigError
+        No servo of that model, or the report's parameters give no model.
+    """
+    params = cal.report.get("params") or {}
+    out = {}
+    for i, (_, model) in enumerate(servos):
+        if not cal.matches(model):
+            continue
+        law = {PLANT_FIGURES[key]: value for key, value in cal.friction(model).items()}
+        if any(params.get(k) is not None for k in ("kp", "kp_scale", "kp_by_gain")):
+            law["kp"] = float(cal.servo_model(model).kp_nm_per_rad)
+        out[i] = law
     if not out:
         raise ConfigError(f"calibration made on {cal.model}: no emulated servo of that model", cal.path)
     return out
