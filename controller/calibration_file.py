@@ -8,9 +8,11 @@ servo's ``position_stiffness`` (N*m/rad), the servo model that controllers turni
 into goal offsets use (:mod:`controller.joint_map`), and the gearbox friction the report
 identified (:data:`FRICTION_KEYS`: Coulomb from ``calibrate actuator`` / ``fit`` /
 ``friction``, viscous from ``fit`` and ``friction`` only: the bench's seed-000 law has
-none, its ``kd`` holds it) as ``coulomb_friction`` / ``viscous_friction``, which the
-controllers that invert the servo law use (:mod:`controller.servo_friction`); a friction
-the report lacks stays the config's or the model's default.  A report that does not model
+none, its ``kd`` holds it) as ``coulomb_friction`` / ``viscous_friction``, and the rest of
+the servo law it identified (:data:`LAW_KEYS`: the damping ``kd`` of ``calibrate actuator``
+and ``fit pd`` as ``position_damping``, a fit's ``armature``), which the controllers that
+invert the servo law use (:mod:`controller.servo_friction`); a figure the report lacks
+stays the config's or the model's default.  A report that does not model
 the position loop (``calibrate friction``'s: :data:`STIFFNESS_KEYS`) leaves
 ``position_stiffness`` and the gain alone.
 It applies to the servos of the model the report names (``data.servo.model``), or to
@@ -26,14 +28,19 @@ import yaml
 
 from servoloop.controller.errors import ConfigError
 
-__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "gain_registers",
-           "FRICTION_KEYS"]
+__all__ = ["Calibration", "load_calibration", "apply_calibration", "actuator_overrides", "plant_law",
+           "gain_registers", "FRICTION_KEYS", "LAW_KEYS"]
 
 #: config key <- the report's ``params`` that give it (any one; the servo model's field names
 #: through ``ServoModel.from_calibration``): bench / ``fit`` ``kc``, BAM-style ``friction_base``,
 #: ``calibrate friction``'s ``coulomb`` and ``viscous``
 FRICTION_KEYS = {"coulomb_friction": ("kc", "friction_base", "coulomb"),
                  "viscous_friction": ("friction_viscous", "viscous")}
+#: config key <- the report's ``params`` for every figure of the servo law a controller
+#: inverts (the friction, seed 000's damping ``kd``, the rotor's ``armature``); ``kp`` is the
+#: stiffness (:data:`STIFFNESS_KEYS`).  A voltage-drive fit's motor (``kt``, ``R``) is not
+#: here: its position loop has no separate k_d (the back EMF damps it)
+LAW_KEYS = dict(FRICTION_KEYS, position_damping=("kd",), armature=("armature",))
 #: params of a report that models the position loop (seed 000's kp, or a voltage-drive fit's
 #: motor, whose P law runs at the pinned gain); one with none of them (``calibrate
 #: friction``'s) sets the friction only
@@ -80,12 +87,14 @@ class Calibration:
         return any(k in (self.report.get("params") or {}) for k in STIFFNESS_KEYS)
 
     def friction(self, servo_model: str) -> dict[str, float]:
-        """``{coulomb_friction: N*m, viscous_friction: N*m*s/rad}`` the report identified, for
-        a servo of ``servo_model`` (a key it has no figure for is left out)."""
+        """``{coulomb_friction: N*m, viscous_friction: N*m*s/rad, position_damping:
+        N*m*s/rad, armature: kg*m^2}`` the report identified (:data:`LAW_KEYS`), for a servo
+        of ``servo_model`` (a key it has no figure for is left out)."""
+        from servoloop.controller.servo_friction import KEYS
+
         params = self.report.get("params") or {}
         model = self.servo_model(servo_model)
-        fields = {"coulomb_friction": model.coulomb_nm, "viscous_friction": model.viscous_nm_s_per_rad}
-        return {key: float(fields[key]) for key, names in FRICTION_KEYS.items()
+        return {key: float(getattr(model, KEYS[key][1])) for key, names in LAW_KEYS.items()
                 if any(params.get(n) is not None for n in names)}
 
     def servo_model(self, servo_model: str):
@@ -159,7 +168,7 @@ def load_calibration(path) -> Calibration:
 
 def apply_calibration(cfg, cal: Calibration):
     """``cfg`` with ``position_stiffness``, the pinned gain register and the identified friction
-    (``coulomb_friction``, ``viscous_friction``) of every matching servo.
+    and law (:data:`LAW_KEYS`) of every matching servo.
 
     Raises
     ------
@@ -177,7 +186,7 @@ def apply_calibration(cfg, cal: Calibration):
         hit += 1
         friction = cal.friction(s.model)
         given = dict(s.friction_from, **{key: f"calibration {cal.path}" for key in friction})
-        for key in FRICTION_KEYS.keys() - friction.keys():
+        for key in LAW_KEYS.keys() - friction.keys():
             if getattr(s, key) is None:      # said with the default in use (servo_friction)
                 given[key] = f"calibration {cal.path} has none"
         s = replace(s, **friction, friction_from=tuple(given.items()))
@@ -208,6 +217,37 @@ def actuator_overrides(cal: Calibration, servos) -> dict[int, dict[str, float]]:
             continue
         m = cal.servo_model(model)
         out[sid] = {f.name: getattr(m, f.name) for f in fields(m) if f.name != "model"}
+    if not out:
+        raise ConfigError(f"calibration made on {cal.model}: no emulated servo of that model", cal.path)
+    return out
+
+
+#: config key of :data:`LAW_KEYS` -> the figure of ``RobotPlant.set_servo_law``
+PLANT_FIGURES = {"coulomb_friction": "kc", "viscous_friction": "viscous", "position_damping": "kd",
+                 "armature": "armature"}
+
+
+def plant_law(cal: Calibration, servos) -> dict[int, dict[str, float]]:
+    """``{bus index: {RobotPlant.set_servo_law figure: value}}``: what the report identified of
+    the servo law (its stiffness ``kp``, :data:`LAW_KEYS`), for the contact simulator's servos
+    of a matching model (``servos``: [(id, model)], bus order).  Only identified figures: the
+    rest (stall torque, the motor line) stays the simulator's model of the servo, which is not
+    :func:`actuator_overrides`' independent-servo default.
+
+    Raises
+    ------
+    ConfigError
+        No servo of that model, or the report's parameters give no model.
+    """
+    params = cal.report.get("params") or {}
+    out = {}
+    for i, (_, model) in enumerate(servos):
+        if not cal.matches(model):
+            continue
+        law = {PLANT_FIGURES[key]: value for key, value in cal.friction(model).items()}
+        if any(params.get(k) is not None for k in ("kp", "kp_scale", "kp_by_gain")):
+            law["kp"] = float(cal.servo_model(model).kp_nm_per_rad)
+        out[i] = law
     if not out:
         raise ConfigError(f"calibration made on {cal.model}: no emulated servo of that model", cal.path)
     return out

@@ -120,7 +120,9 @@ class ServoConfig:
     ``min``/``max`` are joint limits (rad).  ``torque_constant`` (N*m/A) converts torque to
     current for current-mode servos; ``position_stiffness`` (N*m/rad, from calibration) to a goal
     offset for position-only servos; ``coulomb_friction`` (N*m) and ``viscous_friction``
-    (N*m*s/rad) are the gearbox's (None: the servo model's; :mod:`controller.servo_friction`).
+    (N*m*s/rad) are the gearbox's, ``position_damping`` (N*m*s/rad) the servo's velocity
+    damping k_d and ``armature`` (kg*m^2) its rotor inertia at the output (None: the servo
+    model's; :mod:`controller.servo_friction`).
     """
 
     id: int
@@ -135,6 +137,8 @@ class ServoConfig:
     position_stiffness: float | None = None
     coulomb_friction: float | None = None
     viscous_friction: float | None = None
+    position_damping: float | None = None
+    armature: float | None = None
     friction_from: tuple = field(default=(), metadata={"internal": True})  # not a key: --calibration's
     max_velocity: float | None = None  # rad/s goal slew limit; None: safety.max_velocity
     #: control-table registers written at connect ({name: value}, SI or raw as the table's

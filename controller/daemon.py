@@ -65,7 +65,7 @@ from servoloop.controller.loop import ControlLoop
 from servoloop.controller.outputs import Outputs, resolve_socket_path, resolve_telemetry_path
 from servoloop.controller.realtime import LoopEnvironment
 from servoloop.controller.servo_faults import OPERATING_MODES
-from servoloop.controller.servo_friction import friction_summary
+from servoloop.controller.servo_friction import friction_summary, law_summary
 from servoloop.controller.startup_ramp import hold_present_pose
 from servoloop.controller.telemetry import servo_header
 
@@ -128,6 +128,7 @@ class Daemon:
         self.loop = ControlLoop(cfg, self.clock, self.controller, self.ctx, self.lifecycle, self._event)
         self.readonly = readonly
         self.friction = friction_summary(cfg, log)   # the servos' gearbox friction, and its source
+        self.servo_law = law_summary(cfg, log)       # their damping and armature, and its source
 
         self.faults: list[Fault] = []
         self.warnings: list[str] = []
@@ -512,7 +513,7 @@ class Daemon:
             "fault_details": [f.as_dict() for f in self.faults],
             "controller": self.controller.status(),
             "joints": {j: float(q) for j, q in zip(self.joint_names, self.state.position, strict=False)},
-            "readonly": self.readonly, "friction": self.friction,
+            "readonly": self.readonly, "friction": self.friction, "servo_law": self.servo_law,
             **self.loop.report(),
         }
 
@@ -562,7 +563,7 @@ class Daemon:
             "state": self.lifecycle.state.label,
             "stop_reason": self.stop_reason,
             "robot": self.cfg.robot,
-            "controller": self.cfg.controller.name, "friction": self.friction,
+            "controller": self.cfg.controller.name, "friction": self.friction, "servo_law": self.servo_law,
             "total_ticks": int(self.tick),
             **self.loop.report(),
             "telemetry": str(self.telemetry_path) if self.telemetry_path else None,

@@ -1,17 +1,24 @@
-"""The gearbox friction each servo is taken to have, and where that figure came from.
+"""The figures of the servo law each servo is taken to have, and where each came from.
 
-Controllers that invert the servo law (``wbc`` / ``trot``'s ``coulomb_compensation``: the
-torque a position servo's goal offset asks for loses ``k_c sgn(dq) + b dq`` in the
-gearbox) need each servo's Coulomb friction ``k_c`` [N*m] and viscous friction ``b``
-[N*m*s/rad].  One figure per servo, first found of:
+Controllers that invert the servo law (``wbc`` / ``trot``: seed 000's ``tau = k_p (goal - q)
+- k_d dq``, less the gearbox's ``k_c sgn(dq) + b dq``) need each servo's velocity damping
+``k_d`` [N*m*s/rad] (the goal's damping advance ``k_d / k_p``: a servo damped more than the
+controller thinks eats the torque a swing asks for), its rotor inertia reflected at the
+output (``armature`` [kg*m^2], in the contact inverse dynamics' mass matrix), and, with
+``coulomb_compensation``, its Coulomb friction ``k_c`` [N*m] and viscous friction ``b``
+[N*m*s/rad].  (``k_p`` is ``servos[].position_stiffness``: :mod:`controller.joint_map`.)
+One figure per servo and key (:data:`KEYS`), first found of:
 
 1. a ``servoloop run --calibration FILE`` that identified it, on the servos of the model
    the report names (the same matching as its stiffness: :mod:`controller.calibration_file`);
-2. the config's ``servos[].coulomb_friction`` / ``viscous_friction``;
-3. the servo model's default (:func:`core_cy.sim.model.simulator_servo_model`: 0.134 N*m
-   and 0 on the XM430-W350, the figures the built-in virtual bus simulates).
+2. the config's ``servos[].coulomb_friction`` / ``viscous_friction`` / ``position_damping``
+   / ``armature``;
+3. the servo model's default (:func:`core_cy.sim.model.simulator_servo_model`: 0.134 N*m,
+   0, 0.15 N*m*s/rad and 0.0012 kg*m^2 on the XM430-W350, the figures the built-in virtual
+   bus simulates).
 
-The run summary, ``servoloop status`` and the startup log say which (:func:`friction_summary`).
+The run summary, ``servoloop status`` and the startup log say which (:func:`friction_summary`,
+:func:`law_summary`).
 """
 
 from __future__ import annotations
@@ -19,21 +26,24 @@ from __future__ import annotations
 import math
 
 __all__ = ["ServoFriction", "servo_friction", "friction_summary", "friction_text", "print_friction",
-           "check_friction"]
+           "check_friction", "law_summary", "law_text", "KEYS"]
 
-#: the ServoConfig keys, their unit and the servo model field they override
-KEYS = {"coulomb_friction": ("N*m", "coulomb_nm"), "viscous_friction": ("N*m*s/rad", "viscous_nm_s_per_rad")}
+#: the ServoConfig keys, their unit and the servo model field they override (the
+#: :class:`ServoFriction` attribute too); ``sources`` are in this order
+KEYS = {"coulomb_friction": ("N*m", "coulomb_nm"), "viscous_friction": ("N*m*s/rad", "viscous_nm_s_per_rad"),
+        "position_damping": ("N*m*s/rad", "kd_nm_s_per_rad"), "armature": ("kg*m^2", "armature_kg_m2")}
 
 
 class ServoFriction:
     """Per servo (config order): ``coulomb_nm`` (n,) [N*m], ``viscous_nm_s_per_rad`` (n,)
-    [N*m*s/rad] and, for each, where it came from (``sources``: n pairs of strings)."""
+    [N*m*s/rad], ``kd_nm_s_per_rad`` (n,) [N*m*s/rad], ``armature_kg_m2`` (n,) [kg*m^2] and,
+    for each servo, where each came from (``sources``: n tuples of strings, :data:`KEYS` order)."""
 
-    def __init__(self, coulomb, viscous, sources) -> None:
+    def __init__(self, figures: dict, sources) -> None:
         import numpy as np  # not at import: ``servoloop status`` prints with this module
 
-        self.coulomb_nm = np.asarray(coulomb, dtype=float)
-        self.viscous_nm_s_per_rad = np.asarray(viscous, dtype=float)
+        for key, (_, attr) in KEYS.items():
+            setattr(self, attr, np.asarray(figures[key], dtype=float))
         self.sources = tuple(sources)
 
 
@@ -49,26 +59,28 @@ def _default_model(model: str):
 
 
 def servo_friction(cfg) -> ServoFriction:
-    """The friction in use for every servo of ``cfg`` (a RobotConfig), see the module docstring."""
-    coulomb, viscous, sources = [], [], []
+    """The friction, damping and armature in use for every servo of ``cfg`` (a RobotConfig),
+    see the module docstring."""
+    figures: dict[str, list] = {key: [] for key in KEYS}
+    sources = []
     where = cfg.source or f"the {cfg.robot} config"
     for s in cfg.servos:
         given = dict(s.friction_from)
-        pair = []
-        for key, out in (("coulomb_friction", coulomb), ("viscous_friction", viscous)):
+        said = []
+        for key, out in figures.items():
             value = getattr(s, key)
             model = _default_model(s.model) if value is None else None
             if value is None and model is None:      # nothing known: nothing compensated
                 out.append(0.0)
-                pair.append(f"none: {s.model} has no datasheet figures; set servos[].{key}")
+                said.append(f"none: {s.model} has no datasheet figures; set servos[].{key}")
             elif value is None:
                 out.append(getattr(model, KEYS[key][1]))
-                pair.append(f"{s.model} default" + (f"; {given[key]}" if key in given else ""))
+                said.append(f"{s.model} default" + (f"; {given[key]}" if key in given else ""))
             else:
                 out.append(value)
-                pair.append(given.get(key, where))
-        sources.append(tuple(pair))
-    return ServoFriction(coulomb, viscous, sources)
+                said.append(given.get(key, where))
+        sources.append(tuple(said))
+    return ServoFriction(figures, sources)
 
 
 def friction_summary(cfg, log=None) -> list[dict]:
@@ -79,6 +91,7 @@ def friction_summary(cfg, log=None) -> list[dict]:
     f = servo_friction(cfg)
     groups: dict[tuple, dict] = {}
     for s, kc, b, src in zip(cfg.servos, f.coulomb_nm, f.viscous_nm_s_per_rad, f.sources, strict=True):
+        src = src[:2]
         key = (float(kc), float(b), src)
         entry = groups.setdefault(key, {"coulomb_nm": float(kc), "viscous_nm_s_per_rad": float(b),
                                         "coulomb_source": src[0], "viscous_source": src[1], "joints": []})
@@ -98,15 +111,46 @@ def friction_text(entry: dict) -> str:
             f"({src}) on {on}")
 
 
+def law_summary(cfg, log=None) -> list[dict]:
+    """The servo law's damping and armature in use, grouped as :func:`friction_summary`:
+    ``{"kd_nm_s_per_rad", "armature_kg_m2", "kd_source", "armature_source", "joints"}`` (the
+    run summary's and ``servoloop status``'s ``servo_law``)."""
+    f = servo_friction(cfg)
+    groups: dict[tuple, dict] = {}
+    for s, kd, arm, src in zip(cfg.servos, f.kd_nm_s_per_rad, f.armature_kg_m2, f.sources, strict=True):
+        src = src[2:]
+        entry = groups.setdefault((float(kd), float(arm), src), {
+            "kd_nm_s_per_rad": float(kd), "armature_kg_m2": float(arm),
+            "kd_source": src[0], "armature_source": src[1], "joints": []})
+        entry["joints"].append(s.joint)
+    for entry in groups.values() if log is not None else ():
+        log.info("servo law: %s", law_text(entry))
+    return list(groups.values())
+
+
+def law_text(entry: dict) -> str:
+    """One :func:`law_summary` entry as a line: figures, sources, joints."""
+    joints = entry["joints"]
+    on = f"{len(joints)} joints" if len(joints) > 3 else ", ".join(joints)
+    src = entry["kd_source"] if entry["kd_source"] == entry["armature_source"] else \
+        f"damping: {entry['kd_source']}; armature: {entry['armature_source']}"
+    return (f"damping {entry['kd_nm_s_per_rad']:.4g} N*m*s/rad, armature {entry['armature_kg_m2']:.4g} kg*m^2 "
+            f"({src}) on {on}")
+
+
 def print_friction(summary: dict) -> None:
-    """``  friction: ...`` lines of a run summary or a status (none from an older daemon)."""
+    """``  friction: ...`` and ``  servo law: ...`` lines of a run summary or a status (none
+    from an older daemon)."""
     for entry in summary.get("friction") or ():
         print(f"  friction: {friction_text(entry)}")
+    for entry in summary.get("servo_law") or ():
+        print(f"  servo law: {law_text(entry)}")
 
 
 def check_friction(s, i: int, where: str, err) -> None:
-    """``servos[i].coulomb_friction`` / ``viscous_friction``: finite and >= 0, the Coulomb
-    friction below the servo's stall torque (a servo that could not move)."""
+    """``servos[i].coulomb_friction`` / ``viscous_friction`` / ``position_damping`` /
+    ``armature``: finite and >= 0, the Coulomb friction below the servo's stall torque (a
+    servo that could not move)."""
     for key, (unit, _) in KEYS.items():
         value = getattr(s, key)
         if value is not None and not (math.isfinite(value) and value >= 0):

@@ -78,7 +78,8 @@ def add_arguments(p) -> None:
                         "or any ServoModel / JointLoad field, e.g. no_load_speed_rad_s supply_voltage_v)")
     p.add_argument("--actuator-file", metavar="FILE",
                    help="a `servoloop calibrate` result (YAML): the emulated servos of its model (all "
-                        "servos if it names none) take the calibrated parameters; --actuator items win")
+                        "servos if it names none) take the calibrated parameters; --actuator items win; "
+                        "on the contact simulator, the servo law it identified (kp, kd, friction, armature)")
     p.add_argument("--plant", metavar="MODULE:FUNCTION",
                    help="physics from FUNCTION(servos=[(id, model)], robot=NAME or None) -> Plant; "
                         "'contact' = the contact simulator (needs --robot or --config with a URDF), "
@@ -110,6 +111,15 @@ def _with_actuator_file(path, servos, actuators):
         # short names (kp) to field names (kp_nm_per_rad), so the item replaces the file's value
         out.setdefault(sid, {}).update({ALIASES.get(k, k): v for k, v in values.items()})
     return out
+
+
+def _law_from_file(path, servos, plant) -> None:
+    """The contact simulator's servos of the file's model take the servo law it identified
+    (``RobotPlant.set_servo_law``: kp, kd, Coulomb and viscous friction, armature)."""
+    from servoloop.controller.calibration_file import load_calibration, plant_law
+
+    for i, figures in plant_law(load_calibration(path), servos).items():
+        plant.set_servo_law([plant.joint_names[i]], **figures)
 
 
 def _go_realtime(priority: int = 10) -> None:
@@ -158,12 +168,14 @@ def run(args) -> int:
             servos = parse_servo_spec(args.servos)
         eeprom = {"return_delay_time": args.return_delay} if args.return_delay is not None else None
         actuators = parse_actuator_spec(args.actuator) if args.actuator else None
-        if args.actuator_file:
-            actuators = _with_actuator_file(args.actuator_file, servos, actuators)
         target = args.plant if args.plant is not None else (config_plant(cfg) if cfg is not None else None)
         if target == "independent":
             target = None
         plant = load_plant(target, servos, args.robot, cfg) if target else None
+        if args.actuator_file and hasattr(plant, "set_servo_law"):
+            _law_from_file(args.actuator_file, servos, plant)     # the contact simulator's servos
+        elif args.actuator_file:
+            actuators = _with_actuator_file(args.actuator_file, servos, actuators)
         imu = None
         if cfg is not None and cfg.imu is not None:
             from servoloop.virtual_bus.imu_device import ImuEmulation

@@ -33,7 +33,12 @@ from servoloop.core_cy.sim.model import (
 from servoloop.core_cy.sim.simulator import SimConfig, Simulator
 from servoloop.firmware_bridge.control_table import get_table
 
-__all__ = ["RobotPlant", "SETTLE_S", "PUSH_S", "make_plant"]
+__all__ = ["RobotPlant", "SETTLE_S", "PUSH_S", "SERVO_LAW", "make_plant"]
+
+#: the figures of the servo law :meth:`RobotPlant.set_servo_law` sets (the simulator's servo
+#: array of that name) and their unit: seed 000's ``tau = kp (goal - q) - kd dq``, the
+#: gearbox's ``kc sgn(dq) + viscous dq``, the rotor's inertia at the output
+SERVO_LAW = {"kp": "N*m/rad", "kd": "N*m*s/rad", "kc": "N*m", "viscous": "N*m*s/rad", "armature": "kg*m^2"}
 
 #: s, how long a push lasts: its impulse is given as a constant force over this time, in equal
 #: parts each simulator step.  A hand's shove is a force over tens of ms, which a real IMU's
@@ -273,6 +278,54 @@ class RobotPlant:
         self._place(q)
         if velocity is not None:
             self.sim.v[self._voff + self._idx] = velocity
+
+    def set_servo_law(self, joints=None, **figures) -> None:
+        """Give the simulated servos other figures than their model's defaults: a robot whose
+        servos are damped more, or have more gearbox friction, than the controller assumes.
+
+        ``figures``: any of :data:`SERVO_LAW` (``kp`` N*m/rad at the factory gain, ``kd``
+        N*m*s/rad, ``kc`` N*m, ``viscous`` N*m*s/rad, ``armature`` kg*m^2), each one number for
+        every servo or one per servo of ``joints`` (names; default every servo, bus order).
+        Taken from the next step on.  The motor line (stall torque, back EMF) and a velocity-mode
+        servo's loop gain stay the model's.
+
+        Raises
+        ------
+        ValueError
+            Naming the figure or joint: unknown, not finite, below 0 (``kp`` 0 too), the wrong
+            number of values, or a ``kc`` at or over a servo's stall torque (it could not move).
+        """
+        names = list(self.joint_names) if joints is None else list(joints)
+        unknown = [j for j in names if j not in self.joint_names]
+        if unknown:
+            raise ValueError(f"RobotPlant.set_servo_law: no servo drives {unknown}; "
+                             f"joints: {', '.join(self.joint_names)}")
+        idx = self._idx[[self.joint_names.index(j) for j in names]]
+        core = self.sim._core
+        checked = {}
+        for key, value in figures.items():
+            if key not in SERVO_LAW:
+                raise ValueError(f"RobotPlant.set_servo_law: unknown figure {key!r}; known: "
+                                 f"{', '.join(SERVO_LAW)}")
+            try:
+                v = np.broadcast_to(np.asarray(value, dtype=float), (len(names),)).copy()
+            except (TypeError, ValueError):
+                raise ValueError(f"RobotPlant.set_servo_law: {key} must be one number or {len(names)} "
+                                 f"(one per joint), got {value!r}") from None
+            if not (np.all(np.isfinite(v)) and np.all(v > 0 if key == "kp" else v >= 0)):
+                raise ValueError(f"RobotPlant.set_servo_law: {key} must be finite and "
+                                 f"{'> 0' if key == 'kp' else '>= 0'} {SERVO_LAW[key]}, got {value!r}")
+            if key == "kc":
+                stall = core.servo_array("stall")[0][idx]
+                over = [j for j, kc, st in zip(names, v, stall, strict=True) if not kc < st]
+                if over:
+                    raise ValueError(f"RobotPlant.set_servo_law: kc {value!r} N*m is not below the "
+                                     f"stall torque of {over}: the servo could not move")
+            checked[key] = v
+        for key, v in checked.items():      # all or nothing
+            core.servo_array(key)[0][idx] = v
+            if key == "kp":                  # set_actuation scales it by the gain register
+                self._kp0[idx] = v
 
     def set_actuation(self, kp_scale, torque_limit_nm, mode=None, command=None) -> None:
         """Per-servo register state, all (n,): gain scale (1 = factory), active-torque limit

@@ -10,7 +10,9 @@ accelerations -> contact inverse dynamics (``variant``) -> joint torques in
 ``tau / k_p`` for a position servo, whose goal is set to the measured
 position advanced by ``(k_d / k_p) dq`` (seed 000's law ``tau = k_p (goal -
 q) - k_d dq`` inverted, so the servo's own damping does not add to the
-torque asked for).
+torque asked for; ``k_d`` the calibrated one (``servoloop run --calibration``),
+else ``servos[].position_damping``, else the servo model's:
+:mod:`controller.servo_friction`, as the rotor ``armature`` the contact ID uses).
 
 During startup (the ramp calls ``update`` with ``t = 0``) it commands the
 posture and no torque; when the run begins it takes the base pose it finds
@@ -242,12 +244,16 @@ class WbcController(Controller):
             parts.append(contact_points_from_spec(urdf, cfg.simulation.contacts, floating_base=True))
         points = ContactPoints.concat(parts)
         feet = self.params.get("feet")
+        # the rotors' inertia at the output: calibrated, configured or the model's
+        # (controller.servo_friction)
+        from servoloop.controller.servo_friction import servo_friction
+
+        armature = servo_friction(cfg).armature_kg_m2
         robot = WholeBodyRobot(model, points, self.ctx.joint_names, feet=feet,
-                               armature=self._servo_models("armature_kg_m2"), what=self.name)
+                               armature=armature, what=self.name)
         if feet is None:
             robot = WholeBodyRobot(model, points, self.ctx.joint_names,
-                                   feet=self._lowest_links(robot),
-                                   armature=self._servo_models("armature_kg_m2"), what=self.name)
+                                   feet=self._lowest_links(robot), armature=armature, what=self.name)
         return robot
 
     def _lowest_links(self, robot) -> list[str]:
@@ -293,7 +299,10 @@ class WbcController(Controller):
         # safety stage bounds its offset from it instead of its speed (controller.slew, issue 11)
         if self.TORQUE_GOALS:
             self.torque_goals = np.array([s.mode not in ("current", "velocity") for s in cfg.servos])
-        kp, kd = self._servo_models("kp_nm_per_rad"), self._servo_models("kd_nm_s_per_rad")
+        # k_d: the servo's damping, calibrated, configured or the model's
+        # (controller.servo_friction): a servo damped more than the advance says eats the
+        # torque asked of a moving joint
+        kp, kd = self._servo_models("kp_nm_per_rad"), self._friction.kd_nm_s_per_rad
         if self._compensate_friction:
             kd = kd + self._friction.viscous_nm_s_per_rad   # the gearbox's viscous friction too
         calibrated = np.array([bool(s.position_stiffness) for s in cfg.servos])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import yaml
 
@@ -136,3 +137,29 @@ def test_virtual_bus_actuator_file_drives_the_emulated_servo(tmp_path):
                         "--actuator-file", str(path), "--duration", "0.1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "soft.yaml: calibration made on XM430-W350: no emulated servo" in r.stderr
+
+
+def test_virtual_bus_actuator_file_drives_the_contact_simulators_servos(tmp_path):
+    """On the contact simulator (a robot with a description) the file's identified law reaches
+    the servos of its model (``RobotPlant.set_servo_law``); before, any file was refused there
+    ("actuator overrides apply to the default plant only")."""
+    from servoloop.virtual_bus.cli import _law_from_file
+    from servoloop.virtual_bus.robot_plant import make_plant
+
+    report = {"params": {"kp": 18.0, "kd": 0.6, "kc": 0.25, "kp_by_gain": {"800": 18.0}},
+              "fit": {"per_gain": [{"gain": 800}]}, "data": {"servo": {"model": "XM430-W350"}}}
+    path = tmp_path / "damped.yaml"
+    path.write_text(yaml.safe_dump(report))
+    servos = [(s.id, s.model) for s in builtin_config("quadruped").servos]
+    plant = make_plant(servos, "quadruped")
+    stall = plant.sim._core.servo_array("stall")[0].copy()
+    _law_from_file(str(path), servos, plant)
+    core = plant.sim._core
+    for name, value in (("kp", 18.0), ("kd", 0.6), ("kc", 0.25)):
+        assert np.allclose(core.servo_array(name)[0], value), name
+    assert np.allclose(core.servo_array("armature")[0], 0.0012)    # not in the file: the simulator's
+    assert np.array_equal(core.servo_array("stall")[0], stall)
+    r = subprocess.run([sys.executable, "-m", "servoloop.cli", "virtual-bus", "--robot", "quadruped",
+                        "--actuator-file", str(path), "--duration", "0.2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr

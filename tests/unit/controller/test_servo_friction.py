@@ -1,6 +1,7 @@
-"""The servos' gearbox friction the controllers invert (``controller.servo_friction``): from a
-calibration file (``servoloop run --calibration``), the config's ``servos[].coulomb_friction`` /
-``viscous_friction`` or the servo model's default; it reaches ``wbc`` / ``trot``'s compiled
+"""The servos' gearbox friction, damping and armature the controllers invert
+(``controller.servo_friction``): from a calibration file (``servoloop run --calibration``), the
+config's ``servos[].coulomb_friction`` / ``viscous_friction`` / ``position_damping`` /
+``armature`` or the servo model's default; it reaches ``wbc`` / ``trot``'s compiled
 ``servo_command`` and the run says where it came from."""
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from servoloop.controller.config import builtin_config, config_from_dict, load_c
 from servoloop.controller.controllers import Command, ControllerContext, JointState, make_controller
 from servoloop.controller.controllers.wbc import COULOMB_BAND
 from servoloop.controller.errors import ConfigError
-from servoloop.controller.servo_friction import friction_summary, print_friction, servo_friction
+from servoloop.controller.servo_friction import (
+    friction_summary,
+    law_summary,
+    print_friction,
+    servo_friction,
+)
 
 #: the XM430-W350's default gearbox Coulomb friction in the servo model [N m]
 DEFAULT_KC = 0.134
@@ -207,3 +213,87 @@ def test_a_servo_without_datasheet_figures_has_no_default_friction():
     assert a["coulomb_source"] == ("none: PM42-010-S260-R has no datasheet figures; "
                                    "set servos[].coulomb_friction")
     assert b["coulomb_nm"] == 0.5 and b["coulomb_source"] == "the robot config"
+
+
+# -- the rest of the servo law: damping k_d and the rotor's armature ----------------------------
+
+#: the XM430-W350 model's default damping [N m s/rad] and armature [kg m^2]
+DEFAULT_KD, DEFAULT_ARMATURE = 0.15, 0.0012
+
+
+def test_calibrated_damping_is_the_damping_advance(tmp_path):
+    """A bench calibration's ``kd`` (0.6 N m s/rad, not the model's 0.15) is the goal's damping
+    advance ``k_d / k_p dq`` of ``wbc`` and ``trot``, on every XM430 of the quadruped."""
+    path = report(tmp_path, {"kp": 20.0, "kd": 0.6, "kc": 0.2, "kp_by_gain": {"800": 20.0}})
+    cfg = apply_calibration(builtin_config("quadruped"), load_calibration(path))
+    assert {s.position_damping for s in cfg.servos} == {0.6}
+    dq = np.array([2.0, -2.0, 0.0])
+    for name in ("wbc", "trot"):
+        _, offset = command(cfg, name)
+        assert np.allclose(offset[:3], 0.6 / 20.0 * dq), name
+    # without the file: the model's default (and, no calibrated stiffness, the controller
+    # offsets tau / k_p itself: 0.3 / 20)
+    _, offset = command(builtin_config("quadruped"), "wbc")
+    assert np.allclose(offset[:3], DEFAULT_KD / 20.0 * dq + 0.3 / 20.0)
+
+
+def test_damping_and_armature_set_by_hand_reach_the_controller():
+    cfg = builtin_config("quadruped")
+    servos = [replace(s, position_damping=0.4, armature=0.003) if s.joint.startswith("lf") else s
+              for s in cfg.servos]
+    cfg = replace(cfg, servos=tuple(servos))
+    lf = np.array([s.joint.startswith("lf") for s in cfg.servos])
+    _, offset = command(cfg, "wbc", velocity=np.full(cfg.n, 2.0))
+    offset -= 0.3 / 20.0            # tau / k_p (no calibrated stiffness: the controller's own)
+    assert np.allclose(offset[lf], 0.4 / 20.0 * 2.0) and np.allclose(offset[~lf], DEFAULT_KD / 20.0 * 2.0)
+    # the rotors' inertia is the contact inverse dynamics' (its joint-space mass matrix)
+    ctrl = make_controller("wbc", ControllerContext.from_config(cfg), {})
+    assert np.allclose(ctrl.robot.armature[lf], 0.003) and np.allclose(ctrl.robot.armature[~lf], DEFAULT_ARMATURE)
+    cal_f = servo_friction(cfg)
+    assert cal_f.sources[0][2:] == (cfg.source, cfg.source)
+    assert cal_f.sources[-1][2:] == ("XM430-W350 default", "XM430-W350 default")
+
+
+def test_a_fit_armature_reaches_the_servos_and_the_summary_says_where(tmp_path, capsys):
+    """``calibrate fit`` identifies the armature (and, the ``pd`` law, kd): both reach the servos
+    and the summary's ``servo_law`` line; a report without them leaves the default and says so."""
+    path = report(tmp_path, {"kp_scale": 0.025, "kd": 0.2, "kc": 0.1, "armature": 0.004})
+    cfg = apply_calibration(builtin_config("quadruped"), load_calibration(path))
+    assert {(s.position_damping, s.armature) for s in cfg.servos} == {(0.2, 0.004)}
+    [entry] = law_summary(cfg)
+    assert (entry["kd_nm_s_per_rad"], entry["armature_kg_m2"]) == (0.2, 0.004)
+    assert entry["kd_source"] == entry["armature_source"] == f"calibration {path}"
+    path = report(tmp_path, {"kp": 20.0, "kd": 0.3, "kc": 0.1}, name="bench.yaml")
+    [entry] = law_summary(apply_calibration(builtin_config("quadruped"), load_calibration(path)))
+    assert entry["armature_kg_m2"] == DEFAULT_ARMATURE
+    assert entry["armature_source"] == f"XM430-W350 default; calibration {path} has none"
+    print_friction({"servo_law": [entry]})            # the summary's and servoloop status's line
+    assert capsys.readouterr().out == (
+        f"  servo law: damping 0.3 N*m*s/rad, armature 0.0012 kg*m^2 (damping: calibration {path}; "
+        f"armature: XM430-W350 default; calibration {path} has none) on 12 joints\n")
+
+
+@pytest.mark.parametrize("extra, match", [
+    ({"position_damping": -0.1}, r"servos\[0\].*position_damping must be a finite number >= 0 N\*m\*s/rad"),
+    ({"armature": ".nan"}, r"armature must be a finite number >= 0 kg\*m\^2"),
+    ({"position_damping": "soft"}, r"servos\[0\]\.position_damping must be a number, got 'soft'"),
+])
+def test_bad_damping_or_armature_in_the_config_names_the_key_and_the_line(tmp_path, extra, match):
+    p = tmp_path / "robot.yaml"
+    text = yaml.safe_dump({"servos": [dict(SERVO, **extra)]}, sort_keys=False)
+    p.write_text(text.replace("'.nan'", ".nan"))
+    with pytest.raises(ConfigError, match=match) as e:
+        load_config(p)
+    assert str(p) in str(e.value) and "line " in str(e.value)
+
+
+def test_a_friction_sweep_leaves_the_damping_alone(tmp_path):
+    doc = {"params": {"coulomb": 0.21, "viscous": 0.03}, "fit": {"points": 12}}
+    path = tmp_path / "friction.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = builtin_config("quadruped")
+    cfg = replace(cfg, servos=tuple(replace(s, position_damping=0.25) for s in cfg.servos))
+    cal = apply_calibration(cfg, load_calibration(path))
+    assert {(s.position_damping, s.armature) for s in cal.servos} == {(0.25, None)}
+    [entry] = law_summary(cal)
+    assert entry["kd_source"] == cfg.source
