@@ -521,12 +521,6 @@ def _validate(cfg: RobotConfig, path: str | None) -> None:
     check_imu(cfg, err)
     check_registers(cfg, err)
     check_logging(cfg, err)
-    if cfg.logging.flush_s <= 0 or cfg.logging.ring_s < 4 * cfg.logging.flush_s:
-        raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
-    if cfg.logging.max_mb is not None and not cfg.logging.max_mb > 0:
-        raise err(f"logging.max_mb must be > 0 (or null: no cap), got {cfg.logging.max_mb}", "logging.max_mb")
-    if cfg.logging.max_files < 1:
-        raise err(f"logging.max_files must be >= 1, got {cfg.logging.max_files}", "logging.max_files")
 
 
 # ---------------------------------------------------------------------------

@@ -193,9 +193,17 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def check_logging(cfg, err) -> None:
-    """``logging.level``: one of :data:`LOG_LEVELS` (what ``-v`` / ``-q`` override)."""
-    if str(cfg.logging.level).lower() not in LOG_LEVELS:
-        raise err(f"logging.level {cfg.logging.level!r} is not one of {LOG_LEVELS}", "logging.level")
+    """``logging.level``: one of :data:`LOG_LEVELS` (what ``-v`` / ``-q`` override); the ring
+    holds 4 flushes; ``max_mb`` > 0 or null; ``max_files`` >= 1."""
+    lg = cfg.logging
+    if str(lg.level).lower() not in LOG_LEVELS:
+        raise err(f"logging.level {lg.level!r} is not one of {LOG_LEVELS}", "logging.level")
+    if lg.flush_s <= 0 or lg.ring_s < 4 * lg.flush_s:
+        raise err("logging.ring_s must hold at least 4 flush_s periods", "logging.ring_s")
+    if lg.max_mb is not None and not lg.max_mb > 0:
+        raise err(f"logging.max_mb must be > 0 (or null: no cap), got {lg.max_mb}", "logging.max_mb")
+    if lg.max_files < 1:
+        raise err(f"logging.max_files must be >= 1, got {lg.max_files}", "logging.max_files")
 
 
 def line_of(text: str, key: str | None) -> int | None:
