@@ -33,14 +33,18 @@ params (all optional; defaults work on the built-in quadruped):
 - ``torque_filter_hz``: low-pass cutoff of the torques sent (default 40 at loops of
   500 Hz and faster, else 0: none);
 - ``position_servo``: how a position servo is given its torque: ``torque``
-  (default: the goal is the measured position plus ``tau / k_p`` and the
+  (the goal is the measured position plus ``tau / k_p`` and the
   damping advance, so the servo's own stiffness is cancelled and it
   delivers ``tau``) or ``impedance`` (the goal is the posture plus
   ``tau / k_p``: the servo keeps its own stiffness and damping about the
-  posture and the torque is a feed-forward on top).  ``impedance`` suits
-  coarse servos: with ``torque`` every count of the position reading
-  (AX-18A: 5.1 mrad, ~0.05 N m at its k_p) reaches the joint as torque
-  noise, which tips the 200 Hz humanoid over on compliant ground;
+  posture and the torque is a feed-forward on top).  Default per servo:
+  ``impedance`` for the position-only ones (no current control: AX, MX on
+  Protocol 1.0, XL-320), ``torque`` for the others (:meth:`_impedance_joints`
+  has the measurement: an AX-12A hexapod lay down under ``torque``); the status
+  says which (``position_servo``).  ``impedance`` suits coarse servos: with
+  ``torque`` every count of the position reading (AX-18A: 5.1 mrad, ~0.05 N m
+  at its k_p) reaches the joint as torque noise, which tips the 200 Hz
+  humanoid over on compliant ground;
 - ``coulomb_compensation``: add each servo's gearbox Coulomb friction ``k_c`` to the
   torque sent, in the direction of the measured joint velocity, its sign ramped over
   ``COULOMB_BAND`` (0.1 rad/s), and cancel a position servo's viscous friction ``b`` with
@@ -202,9 +206,8 @@ class WbcController(Controller):
             modes = np.array([s.mode for s in cfg.servos])
             self._coulomb[:] = np.where(modes == "velocity", 0.0, self._friction.coulomb_nm)
         # impedance: position servos take the posture (not the measured position) as the base
-        # of their goal
-        self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
-            else np.zeros(ctx.n, dtype=bool)
+        # of their goal; without the param, the position-only ones (POSITION_ONLY_DEFAULT)
+        self._impedance = self._impedance_joints(self.params.get("position_servo"))
         self._impedance_u8 = self._impedance.view(np.uint8)
         if self.torque_goals is not None:
             # impedance: the goal's reference is the posture, which may jump (a walk's IK, a
@@ -304,6 +307,30 @@ class WbcController(Controller):
         # servo's default model itself.
         self._own_offset = np.where(self._current | calibrated, 0.0,
                                     1.0 / np.where(kp > 0, kp, np.inf))
+
+    def _impedance_joints(self, mode: str | None) -> np.ndarray:
+        """(n,) bool: the position servos whose goal rides on the posture (``impedance``).
+
+        ``position_servo`` set: every position servo takes it.  Unset: the servos without
+        current control (no Goal Current register: AX, MX on Protocol 1.0, XL-320) take
+        ``impedance``, the others ``torque``.  Measured on a 1.9 kg hexapod on 19 x AX-12A at its
+        Protocol 1.0 200 Hz loop (tests/hil/test_foreign_hexapod.py, BENCHMARKS.md): with
+        ``torque`` the ID's torques step ~1.1 N m tick to tick (a tick-old state, no torque
+        filter at 200 Hz) on a need of 0.1-0.5 N m; at the 1.5 N m limit the servo clips the
+        steps unevenly, the leg loses its mean torque, sinks, asks more, and the body lay on its
+        belly (0.05 m, 3.4 N m asked of a tibia); MX-28 the same.  XM430-W350 servos (4.1 N m)
+        take the same steps within their limit and stand.  ``impedance``: 0.109 m, level."""
+        n = self.ctx.n
+        if mode == "impedance":
+            return ~self._current
+        if mode == "torque" or self.ctx.config is None:
+            return np.zeros(n, dtype=bool)
+        from servoloop.firmware_bridge.control_table import get_table
+
+        position_only = np.array([s.mode not in ("current", "velocity")
+                                  and "goal_current" not in get_table(s.model)
+                                  for s in self.ctx.config.servos])
+        return position_only & ~self._current
 
     def _default_posture(self, measured=None) -> np.ndarray:
         """The posture param, else the last ``startup.via`` pose, else ``measured`` (n,) rad
@@ -547,4 +574,16 @@ class WbcController(Controller):
                 "base_goal": dict(zip(POSE_KEYS, self._pose.tolist(), strict=True)),
                 "estimated_base": self.source.estimated,
                 "feet": [f.link for f in self.robot.feet], "id_failures": self.core.failures,
+                "position_servo": self._position_servo_status(),
                 "id_fallbacks": self.core.fallbacks, "last_id_error": self.core.last_error}
+
+    def _position_servo_status(self) -> str | None:
+        """How the position servos take their torque: ``torque``, ``impedance``, ``mixed``
+        (the default on a bus with both kinds) or None (no position servo)."""
+        pos = ~self._current
+        if self.ctx.config is not None:
+            pos &= np.array([s.mode != "velocity" for s in self.ctx.config.servos])
+        if not pos.any():
+            return None
+        imp = self._impedance[pos]
+        return "impedance" if imp.all() else "torque" if not imp.any() else "mixed"
