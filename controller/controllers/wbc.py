@@ -73,7 +73,10 @@ are not a command for a robot whose contacts have changed.
 
 The run summary's ``warnings`` (:attr:`warnings`) say when a joint was asked more than its
 servo's stall torque on over 1 % of the ticks, when the base tilted past 0.8 rad (fallen; on a
-robot with an IMU the loop's fall detector says it and reacts, ``safety.on_fall``), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
+robot with an IMU the loop's fall detector says it and reacts, ``safety.on_fall``), when the
+base sank under half the height the run began at for 0.5 s without tipping (collapsed; with an
+IMU the loop says it, controller/fall.py), and when a robot on fewer than 3 feet has no IMU (its
+tilt is not observed).
 
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
@@ -187,6 +190,13 @@ class WbcController(Controller):
         self._over_now = np.zeros(ctx.n, dtype=bool)
         self._run_ticks = 0
         self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
+        # a collapse (controller/fall.py's rule) where the loop does not watch for one (no IMU):
+        # (t [s], height [m]) once the base stayed under COLLAPSE_SHARE of its standing height
+        self._collapsed = None
+        self._collapse_streak = 0
+        from servoloop.controller.fall import COLLAPSE_DWELL_S
+
+        self._collapse_dwell = max(1, round(COLLAPSE_DWELL_S / ctx.dt))
         self._fallen_cos = math.cos(FALLEN_TILT)
         cfg = ctx.config
         self._loop_sees_falls = (cfg is not None and getattr(cfg, "imu", None) is not None
@@ -528,12 +538,27 @@ class WbcController(Controller):
         if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
             # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
             self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))
+        if self._collapsed is None and self._fell is None and not self._loop_sees_falls:
+            self._watch_collapse(t, float(q[2]))
         if self._stall is not None and self._fell is None:
             np.abs(self._tau, out=self._buf)
             np.maximum(self._peak, self._buf, out=self._peak)
             np.greater(self._buf, self._stall, out=self._over_now)
             self._over += self._over_now
             self._run_ticks += 1
+
+    def _watch_collapse(self, t: float, z: float) -> None:
+        """The loop's collapse rule (controller/fall.py) on this controller's base height ``z``
+        [m] (leg odometry), for robots without an IMU: under ``COLLAPSE_SHARE`` of the height
+        the run began at for ``COLLAPSE_DWELL_S`` in a row."""
+        from servoloop.controller.fall import COLLAPSE_SHARE
+
+        if z >= COLLAPSE_SHARE * self._standing[2]:
+            self._collapse_streak = 0
+            return
+        self._collapse_streak += 1
+        if self._collapse_streak >= self._collapse_dwell:
+            self._collapsed = (t, z)
 
     @property
     def warnings(self) -> list[str]:
@@ -542,7 +567,12 @@ class WbcController(Controller):
         fell = [] if self._fell is None or self._loop_sees_falls else [
             f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
             f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
-        return self._warnings + self._torque_warning() + fell
+        collapsed = [] if self._collapsed is None else [
+            f"{self.name}: the robot collapsed: its base sank to {self._collapsed[1]:.3f} m from "
+            f"{self._standing[2]:.3f} m {self._collapsed[0]:.2f} s into the run, not tipped (leg "
+            "odometry; without an IMU the loop does not watch for it): the servos could not carry "
+            "the robot"]
+        return self._warnings + self._torque_warning() + fell + collapsed
 
     def _torque_warning(self) -> list[str]:
         """One warning when some joint was asked more than its servo's stall torque on more
