@@ -62,7 +62,7 @@ from dataclasses import replace
 
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 
-__all__ = ["FallDetector", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
+__all__ = ["FallDetector", "CollapseWatch", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
            "DAMPED_WITH", "base_tilt", "tipping_rate", "graded", "damp", "restore_gains",
            "stop_after"]
 
@@ -124,6 +124,35 @@ def tipping_rate(q, w) -> float:
     return math.sqrt(px * px + py * py + pz * pz)
 
 
+class CollapseWatch:
+    """The collapse rule on a base height, tick by tick: under :data:`COLLAPSE_SHARE` of the
+    first height it was given (the run's start) for :data:`COLLAPSE_DWELL_S` in a row.  The
+    loop's :class:`FallDetector` feeds it the estimate; ``wbc`` its leg odometry where no IMU
+    is (no estimate stage, so no detector).  ``at``: ``(t [s], height [m])`` once collapsed."""
+
+    def __init__(self, rate_hz: float) -> None:
+        self.dwell = max(1, round(COLLAPSE_DWELL_S * rate_hz))
+        self.streak = 0
+        self.standing: float | None = None      # [m]
+        self.at: tuple[float, float] | None = None
+
+    def update(self, t_s: float, z: float) -> bool:
+        """True on the tick the robot is found collapsed (once)."""
+        if self.at is not None:
+            return False
+        if self.standing is None:
+            self.standing = z
+            return False
+        if z >= COLLAPSE_SHARE * self.standing:
+            self.streak = 0
+            return False
+        self.streak += 1
+        if self.streak < self.dwell:
+            return False
+        self.at = (t_s, z)
+        return True
+
+
 class FallDetector:
     """Watches the base estimate each tick; says when, how far and how fast the robot fell.
 
@@ -149,9 +178,7 @@ class FallDetector:
         self.dwell = max(1, round(safety.fall_dwell_s * rate_hz))
         self.streak = 0
         self.fell: dict | None = None
-        self.collapse_dwell = max(1, round(COLLAPSE_DWELL_S * rate_hz))
-        self.collapse_streak = 0
-        self.standing_height: float | None = None     # [m] the estimate's when the run began
+        self.collapse = CollapseWatch(rate_hz)
         self.collapsed: dict | None = None
 
     def check(self, t_s: float) -> Fault | None:
@@ -181,19 +208,10 @@ class FallDetector:
         ``COLLAPSE_SHARE`` of its standing height (the first valid estimate's of the run) for
         ``COLLAPSE_DWELL_S`` (once per run; never after a fall, which says more)."""
         b = self.base
-        if self.collapsed is not None or self.fell is not None or not b.valid:
+        if self.fell is not None or not b.valid or not self.collapse.update(t_s, float(b.position[2])):
             return False
-        z = float(b.position[2])
-        if self.standing_height is None:
-            self.standing_height = z
-            return False
-        if z >= COLLAPSE_SHARE * self.standing_height:
-            self.collapse_streak = 0
-            return False
-        self.collapse_streak += 1
-        if self.collapse_streak < self.collapse_dwell:
-            return False
-        self.collapsed = {"t_s": float(t_s), "height_m": z, "standing_height_m": self.standing_height,
+        self.collapsed = {"t_s": float(t_s), "height_m": self.collapse.at[1],
+                          "standing_height_m": self.collapse.standing,
                           "tilt_rad": float(base_tilt(b.quaternion))}
         return True
 

@@ -190,13 +190,10 @@ class WbcController(Controller):
         self._over_now = np.zeros(ctx.n, dtype=bool)
         self._run_ticks = 0
         self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
-        # a collapse (controller/fall.py's rule) where the loop does not watch for one (no IMU):
-        # (t [s], height [m]) once the base stayed under COLLAPSE_SHARE of its standing height
-        self._collapsed = None
-        self._collapse_streak = 0
-        from servoloop.controller.fall import COLLAPSE_DWELL_S
+        from servoloop.controller.fall import CollapseWatch
 
-        self._collapse_dwell = max(1, round(COLLAPSE_DWELL_S / ctx.dt))
+        # a collapse where the loop does not watch for one (no IMU): its rule on leg odometry
+        self._collapse = CollapseWatch(1.0 / ctx.dt)
         self._fallen_cos = math.cos(FALLEN_TILT)
         cfg = ctx.config
         self._loop_sees_falls = (cfg is not None and getattr(cfg, "imu", None) is not None
@@ -323,13 +320,9 @@ class WbcController(Controller):
 
         ``position_servo`` set: every position servo takes it.  Unset: the servos without
         current control (no Goal Current register: AX, MX on Protocol 1.0, XL-320) take
-        ``impedance``, the others ``torque``.  Measured on a 1.9 kg hexapod on 19 x AX-12A at its
-        Protocol 1.0 200 Hz loop (tests/hil/test_foreign_hexapod.py, BENCHMARKS.md): with
-        ``torque`` the ID's torques step ~1.1 N m tick to tick (a tick-old state, no torque
-        filter at 200 Hz) on a need of 0.1-0.5 N m; at the 1.5 N m limit the servo clips the
-        steps unevenly, the leg loses its mean torque, sinks, asks more, and the body lay on its
-        belly (0.05 m, 3.4 N m asked of a tibia); MX-28 the same.  XM430-W350 servos (4.1 N m)
-        take the same steps within their limit and stand.  ``impedance``: 0.109 m, level."""
+        ``impedance``, the others ``torque``: under ``torque`` the ID's ~1 N m tick-to-tick steps
+        clipped at an AX-12A's 1.5 N m laid a hexapod on its belly (BENCHMARKS.md, "Robots we
+        did not ship"); under ``impedance`` it stands."""
         n = self.ctx.n
         if mode == "impedance":
             return ~self._current
@@ -538,27 +531,14 @@ class WbcController(Controller):
         if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
             # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
             self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))
-        if self._collapsed is None and self._fell is None and not self._loop_sees_falls:
-            self._watch_collapse(t, float(q[2]))
+        if self._fell is None and not self._loop_sees_falls:
+            self._collapse.update(t, float(q[2]))
         if self._stall is not None and self._fell is None:
             np.abs(self._tau, out=self._buf)
             np.maximum(self._peak, self._buf, out=self._peak)
             np.greater(self._buf, self._stall, out=self._over_now)
             self._over += self._over_now
             self._run_ticks += 1
-
-    def _watch_collapse(self, t: float, z: float) -> None:
-        """The loop's collapse rule (controller/fall.py) on this controller's base height ``z``
-        [m] (leg odometry), for robots without an IMU: under ``COLLAPSE_SHARE`` of the height
-        the run began at for ``COLLAPSE_DWELL_S`` in a row."""
-        from servoloop.controller.fall import COLLAPSE_SHARE
-
-        if z >= COLLAPSE_SHARE * self._standing[2]:
-            self._collapse_streak = 0
-            return
-        self._collapse_streak += 1
-        if self._collapse_streak >= self._collapse_dwell:
-            self._collapsed = (t, z)
 
     @property
     def warnings(self) -> list[str]:
@@ -567,9 +547,10 @@ class WbcController(Controller):
         fell = [] if self._fell is None or self._loop_sees_falls else [
             f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
             f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
-        collapsed = [] if self._collapsed is None else [
-            f"{self.name}: the robot collapsed: its base sank to {self._collapsed[1]:.3f} m from "
-            f"{self._standing[2]:.3f} m {self._collapsed[0]:.2f} s into the run, not tipped (leg "
+        c = self._collapse
+        collapsed = [] if c.at is None else [
+            f"{self.name}: the robot collapsed: its base sank to {c.at[1]:.3f} m from "
+            f"{c.standing:.3f} m {c.at[0]:.2f} s into the run, not tipped (leg "
             "odometry; without an IMU the loop does not watch for it): the servos could not carry "
             "the robot"]
         return self._warnings + self._torque_warning() + fell + collapsed
@@ -608,12 +589,9 @@ class WbcController(Controller):
                 "id_fallbacks": self.core.fallbacks, "last_id_error": self.core.last_error}
 
     def _position_servo_status(self) -> str | None:
-        """How the position servos take their torque: ``torque``, ``impedance``, ``mixed``
-        (the default on a bus with both kinds) or None (no position servo)."""
-        pos = ~self._current
-        if self.ctx.config is not None:
-            pos &= np.array([s.mode != "velocity" for s in self.ctx.config.servos])
-        if not pos.any():
-            return None
+        """``torque``, ``impedance``, ``mixed`` (both kinds of servo) or None (no position servo)."""
+        cfg, pos = self.ctx.config, ~self._current
+        if cfg is not None:
+            pos &= np.array([s.mode != "velocity" for s in cfg.servos])
         imp = self._impedance[pos]
-        return "impedance" if imp.all() else "torque" if not imp.any() else "mixed"
+        return None if not imp.size else "impedance" if imp.all() else "torque" if not imp.any() else "mixed"
