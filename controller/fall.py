@@ -37,6 +37,21 @@ knock them over pass 0.45 rad at 2.2-9 rad/s.  A fall is a tilt past ``fall_tilt
 ``fall_dwell_s`` (0.02 s) in a row: the second rule sees the falls 0.03-0.15 s sooner than
 the tilt alone (the humanoid's 0.11 s).  The rate alone would not do: a push's first tick
 reads up to 3 rad/s while the tilt is still ~0.01 rad.
+
+A collapse (:meth:`FallDetector.check_collapse`): the robot sinks onto its belly without
+tipping (servos too weak for it, a torque limit, a payload, a sagging supply), so the tilt
+rules never see it.  The base estimate's height below :data:`COLLAPSE_SHARE` of what it was
+when the run began, for :data:`COLLAPSE_DWELL_S` in a row, while not fallen: the summary's
+``warnings``, ``status``'s and the summary's ``collapse`` and a telemetry event say it; the
+run goes on.  A warning, not a fault with ``on_fall``'s reaction: a robot lying on its belly
+is at rest, not thrashing, and lying down is also what a ``trajectory`` or a lowered
+``hold`` pose may ask for (a fault would stop those runs); a servo straining at its limit
+meanwhile has its own faults (temperature, overload).  Measured through the virtual bus (the
+Go1-sized quadruped of tests/hil/test_foreign_quadruped.py under ``hold``, its servos' PWM
+limit cut to 12 % a second into the run): standing 0.242 m, lying 0.067 m within 0.5 s
+(estimate 0.070 m, tilt < 0.06 rad), and the run had ended ``done`` with no word of it.
+A ``wbc`` base goal may go 0.1 m down (a 0.24 m stand: to 58 %); a 30 % PWM limit sags the
+same robot to 0.134 m (55 %): neither is a collapse.
 """
 
 from __future__ import annotations
@@ -47,7 +62,7 @@ from dataclasses import replace
 
 from servoloop.controller.faults import Fault, FaultKind, FaultRaised
 
-__all__ = ["FallDetector", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
+__all__ = ["FallDetector", "CollapseWatch", "FALL_REACTIONS", "DAMP_GAIN_SHARE", "DAMP_SLOPE", "DAMP_KD",
            "DAMPED_WITH", "base_tilt", "tipping_rate", "graded", "damp", "restore_gains",
            "stop_after"]
 
@@ -62,6 +77,10 @@ DAMP_GAIN_SHARE = 0.125
 DAMP_SLOPE = 254
 #: N m s/rad, the damping a current-mode servo gets while damped (host side)
 DAMP_KD = 0.05
+#: a collapse: the estimated base height under this share of its height when the run began
+COLLAPSE_SHARE = 0.5
+#: [s] ... for this long in a row (a stumble's dip is shorter)
+COLLAPSE_DWELL_S = 0.5
 
 
 #: faults that a fall in the same tick decides over: what a fall brings (joints thrown past
@@ -105,6 +124,35 @@ def tipping_rate(q, w) -> float:
     return math.sqrt(px * px + py * py + pz * pz)
 
 
+class CollapseWatch:
+    """The collapse rule on a base height, tick by tick: under :data:`COLLAPSE_SHARE` of the
+    first height it was given (the run's start) for :data:`COLLAPSE_DWELL_S` in a row.  The
+    loop's :class:`FallDetector` feeds it the estimate; ``wbc`` its leg odometry where no IMU
+    is (no estimate stage, so no detector).  ``at``: ``(t [s], height [m])`` once collapsed."""
+
+    def __init__(self, rate_hz: float) -> None:
+        self.dwell = max(1, round(COLLAPSE_DWELL_S * rate_hz))
+        self.streak = 0
+        self.standing: float | None = None      # [m]
+        self.at: tuple[float, float] | None = None
+
+    def update(self, t_s: float, z: float) -> bool:
+        """True on the tick the robot is found collapsed (once)."""
+        if self.at is not None:
+            return False
+        if self.standing is None:
+            self.standing = z
+            return False
+        if z >= COLLAPSE_SHARE * self.standing:
+            self.streak = 0
+            return False
+        self.streak += 1
+        if self.streak < self.dwell:
+            return False
+        self.at = (t_s, z)
+        return True
+
+
 class FallDetector:
     """Watches the base estimate each tick; says when, how far and how fast the robot fell.
 
@@ -117,6 +165,8 @@ class FallDetector:
     Attributes
     ----------
     fell : dict or None, ``{"t_s", "tilt_rad", "tipping_rate_rad_s", "reaction"}`` once fallen
+    collapsed : dict or None, ``{"t_s", "height_m", "standing_height_m", "tilt_rad"}`` once
+        collapsed (:meth:`check_collapse`)
     """
 
     def __init__(self, safety, base, rate_hz: float) -> None:
@@ -128,6 +178,8 @@ class FallDetector:
         self.dwell = max(1, round(safety.fall_dwell_s * rate_hz))
         self.streak = 0
         self.fell: dict | None = None
+        self.collapse = CollapseWatch(rate_hz)
+        self.collapsed: dict | None = None
 
     def check(self, t_s: float) -> Fault | None:
         """This tick's estimate; a ``fall`` fault the tick the dwell is reached (None after:
@@ -150,6 +202,26 @@ class FallDetector:
         self.fell = {"t_s": float(t_s), "tilt_rad": float(tilt), "tipping_rate_rad_s": float(rate),
                      "reaction": self.reaction}
         return Fault(FaultKind.FALL, self.message())
+
+    def check_collapse(self, t_s: float) -> bool:
+        """A running tick's estimate: True the tick the base has stayed under
+        ``COLLAPSE_SHARE`` of its standing height (the first valid estimate's of the run) for
+        ``COLLAPSE_DWELL_S`` (once per run; never after a fall, which says more)."""
+        b = self.base
+        if self.fell is not None or not b.valid or not self.collapse.update(t_s, float(b.position[2])):
+            return False
+        self.collapsed = {"t_s": float(t_s), "height_m": self.collapse.at[1],
+                          "standing_height_m": self.collapse.standing,
+                          "tilt_rad": float(base_tilt(b.quaternion))}
+        return True
+
+    def collapse_message(self) -> str:
+        c = self.collapsed
+        return (f"the robot collapsed at t = {c['t_s']:.2f} s: its base sank to {c['height_m']:.3f} m "
+                f"from {c['standing_height_m']:.3f} m when the run began (estimated; under "
+                f"{COLLAPSE_SHARE:.0%} for {COLLAPSE_DWELL_S} s), not tipped ({c['tilt_rad']:.2f} rad, "
+                "so no fall): unless it was asked to lie down, the servos could not carry it (too "
+                "weak for the robot, a torque or PWM limit, a payload, a low supply); the run went on")
 
     def message(self) -> str:
         f = self.fell

@@ -44,7 +44,8 @@ FRAME_TRANSFORMS_SCHEMA = {
 STRING_SCHEMA = {"title": "std_msgs/String", "type": "object", "properties": {"data": {"type": "string"}}}
 
 #: event kind -> foxglove.Log level
-LOG_LEVEL = {"fault": 4, "fall": 4, "error": 4, "warning": 3, "warn": 3, "comm": 3, "hardware_error": 4}
+LOG_LEVEL = {"fault": 4, "fall": 4, "error": 4, "warning": 3, "warn": 3, "comm": 3, "hardware_error": 4,
+             "collapse": 3}
 
 
 def timestamp(t_ns: int) -> dict:

@@ -287,9 +287,18 @@ class ControlLoop:
         return None if f is None or f.fell is None else dict(f.fell)
 
     def fall_warnings(self) -> list[str]:
-        """With ``safety.on_fall: warn`` the fall is no fault: the summary still says it."""
+        """With ``safety.on_fall: warn`` the fall is no fault: the summary still says it; a
+        collapse (no fault, fall.py) too."""
         f = self.fall
-        return [] if f is None or f.fell is None or f.reaction != "warn" else [f.message()]
+        if f is None:
+            return []
+        return (([] if f.fell is None or f.reaction != "warn" else [f.message()])
+                + ([] if f.collapsed is None else [f.collapse_message()]))
+
+    def collapse_summary(self) -> dict | None:
+        """``t_s``, ``height_m``, ``standing_height_m``, ``tilt_rad`` if the robot collapsed."""
+        f = self.fall
+        return None if f is None or f.collapsed is None else dict(f.collapsed)
 
     def _damp_command(self) -> None:
         """A fallen robot's servos, soft (``safety.on_fall: damp``; their gains lowered by the
@@ -309,7 +318,7 @@ class ControlLoop:
         be = self.base_estimator
         return {"missed_by_cause": self.causes.summary(), "tick_work_us": self.work.summary(),
                 **self.read_summary(), "comm": self.safety.comm.status(), "fall": self.fall_summary(),
-                **({} if be is None else {"estimate": be.summary()})}
+                "collapse": self.collapse_summary(), **({} if be is None else {"estimate": be.summary()})}
 
     def read_summary(self) -> dict:
         """``read_ahead``, ``late_read``, ``stale_reads`` and ``wire_gate`` (stale ticks' goal
@@ -402,6 +411,8 @@ class ControlLoop:
                 self._event("fall", f.message, f)
                 if self.fall.reaction != "warn" and not self.readonly:
                     fault = graded(fault, f)     # with another fault: the worse decides
+            if code == _RUN and self.fall.check_collapse(self.t_s()):
+                self._event("collapse", self.fall.collapse_message())   # a warning (fall.py)
         # stale on a failed reading (NaN), or past safety.comm_hold_s: the servos keep their
         # last goals, as when reads fail
         if ok and not (stale and (not read.reading_ok

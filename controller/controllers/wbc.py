@@ -35,14 +35,18 @@ params (all optional; defaults work on the built-in quadruped):
 - ``torque_filter_hz``: low-pass cutoff of the torques sent (default 40 at loops of
   500 Hz and faster, else 0: none);
 - ``position_servo``: how a position servo is given its torque: ``torque``
-  (default: the goal is the measured position plus ``tau / k_p`` and the
+  (the goal is the measured position plus ``tau / k_p`` and the
   damping advance, so the servo's own stiffness is cancelled and it
   delivers ``tau``) or ``impedance`` (the goal is the posture plus
   ``tau / k_p``: the servo keeps its own stiffness and damping about the
-  posture and the torque is a feed-forward on top).  ``impedance`` suits
-  coarse servos: with ``torque`` every count of the position reading
-  (AX-18A: 5.1 mrad, ~0.05 N m at its k_p) reaches the joint as torque
-  noise, which tips the 200 Hz humanoid over on compliant ground;
+  posture and the torque is a feed-forward on top).  Default per servo:
+  ``impedance`` for the position-only ones (no current control: AX, MX on
+  Protocol 1.0, XL-320), ``torque`` for the others (:meth:`_impedance_joints`
+  has the measurement: an AX-12A hexapod lay down under ``torque``); the status
+  says which (``position_servo``).  ``impedance`` suits coarse servos: with
+  ``torque`` every count of the position reading (AX-18A: 5.1 mrad, ~0.05 N m
+  at its k_p) reaches the joint as torque noise, which tips the 200 Hz
+  humanoid over on compliant ground;
 - ``coulomb_compensation``: add each servo's gearbox Coulomb friction ``k_c`` to the
   torque sent, in the direction of the measured joint velocity, its sign ramped over
   ``COULOMB_BAND`` (0.1 rad/s), and cancel a position servo's viscous friction ``b`` with
@@ -71,7 +75,10 @@ are not a command for a robot whose contacts have changed.
 
 The run summary's ``warnings`` (:attr:`warnings`) say when a joint was asked more than its
 servo's stall torque on over 1 % of the ticks, when the base tilted past 0.8 rad (fallen; on a
-robot with an IMU the loop's fall detector says it and reacts, ``safety.on_fall``), and when a robot on fewer than 3 feet has no IMU (its tilt is not observed).
+robot with an IMU the loop's fall detector says it and reacts, ``safety.on_fall``), when the
+base sank under half the height the run began at for 0.5 s without tipping (collapsed; with an
+IMU the loop says it, controller/fall.py), and when a robot on fewer than 3 feet has no IMU (its
+tilt is not observed).
 
 Goal (``set_goal``): the base pose, ``{"x", "y", "z", "roll", "pitch",
 "yaw"}`` in the world [m, rad]; keys left out keep their value.
@@ -185,6 +192,10 @@ class WbcController(Controller):
         self._over_now = np.zeros(ctx.n, dtype=bool)
         self._run_ticks = 0
         self._fell = None                     # (t [s], tilt [rad]) when the base tilted past FALLEN_TILT
+        from servoloop.controller.fall import CollapseWatch
+
+        # a collapse where the loop does not watch for one (no IMU): its rule on leg odometry
+        self._collapse = CollapseWatch(1.0 / ctx.dt)
         self._fallen_cos = math.cos(FALLEN_TILT)
         cfg = ctx.config
         self._loop_sees_falls = (cfg is not None and getattr(cfg, "imu", None) is not None
@@ -204,9 +215,8 @@ class WbcController(Controller):
             modes = np.array([s.mode for s in cfg.servos])
             self._coulomb[:] = np.where(modes == "velocity", 0.0, self._friction.coulomb_nm)
         # impedance: position servos take the posture (not the measured position) as the base
-        # of their goal
-        self._impedance = ~self._current if self.params.get("position_servo") == "impedance" \
-            else np.zeros(ctx.n, dtype=bool)
+        # of their goal; without the param, the position-only ones (POSITION_ONLY_DEFAULT)
+        self._impedance = self._impedance_joints(self.params.get("position_servo"))
         self._impedance_u8 = self._impedance.view(np.uint8)
         if self.torque_goals is not None:
             # impedance: the goal's reference is the posture, which may jump (a walk's IK, a
@@ -313,6 +323,26 @@ class WbcController(Controller):
         # servo's default model itself.
         self._own_offset = np.where(self._current | calibrated, 0.0,
                                     1.0 / np.where(kp > 0, kp, np.inf))
+
+    def _impedance_joints(self, mode: str | None) -> np.ndarray:
+        """(n,) bool: the position servos whose goal rides on the posture (``impedance``).
+
+        ``position_servo`` set: every position servo takes it.  Unset: the servos without
+        current control (no Goal Current register: AX, MX on Protocol 1.0, XL-320) take
+        ``impedance``, the others ``torque``: under ``torque`` the ID's ~1 N m tick-to-tick steps
+        clipped at an AX-12A's 1.5 N m laid a hexapod on its belly (BENCHMARKS.md, "Robots we
+        did not ship"); under ``impedance`` it stands."""
+        n = self.ctx.n
+        if mode == "impedance":
+            return ~self._current
+        if mode == "torque" or self.ctx.config is None:
+            return np.zeros(n, dtype=bool)
+        from servoloop.firmware_bridge.control_table import get_table
+
+        position_only = np.array([s.mode not in ("current", "velocity")
+                                  and "goal_current" not in get_table(s.model)
+                                  for s in self.ctx.config.servos])
+        return position_only & ~self._current
 
     def _default_posture(self, measured=None) -> np.ndarray:
         """The posture param, else the last ``startup.via`` pose, else ``measured`` (n,) rad
@@ -510,6 +540,8 @@ class WbcController(Controller):
         if self._fell is None and 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]) < self._fallen_cos:
             # the base's z axis from the vertical (quaternion x, y, z, w): the robot is down
             self._fell = (t, math.acos(max(-1.0, 1.0 - 2.0 * (q[3] * q[3] + q[4] * q[4]))))
+        if self._fell is None and not self._loop_sees_falls:
+            self._collapse.update(t, float(q[2]))
         if self._stall is not None and self._fell is None:
             np.abs(self._tau, out=self._buf)
             np.maximum(self._peak, self._buf, out=self._peak)
@@ -524,7 +556,13 @@ class WbcController(Controller):
         fell = [] if self._fell is None or self._loop_sees_falls else [
             f"{self.name}: the robot fell: its base tilted {self._fell[1]:.2f} rad from upright "
             f"{self._fell[0]:.2f} s into the run (estimated; past {FALLEN_TILT} rad counts as fallen)"]
-        return self._warnings + self._torque_warning() + fell
+        c = self._collapse
+        collapsed = [] if c.at is None else [
+            f"{self.name}: the robot collapsed: its base sank to {c.at[1]:.3f} m from "
+            f"{c.standing:.3f} m {c.at[0]:.2f} s into the run, not tipped (leg "
+            "odometry; without an IMU the loop does not watch for it): the servos could not carry "
+            "the robot"]
+        return self._warnings + self._torque_warning() + fell + collapsed
 
     def _torque_warning(self) -> list[str]:
         """One warning when some joint was asked more than its servo's stall torque on more
@@ -556,4 +594,13 @@ class WbcController(Controller):
                 "base_goal": dict(zip(POSE_KEYS, self._pose.tolist(), strict=True)),
                 "estimated_base": self.source.estimated,
                 "feet": [f.link for f in self.robot.feet], "id_failures": self.core.failures,
+                "position_servo": self._position_servo_status(),
                 "id_fallbacks": self.core.fallbacks, "last_id_error": self.core.last_error}
+
+    def _position_servo_status(self) -> str | None:
+        """``torque``, ``impedance``, ``mixed`` (both kinds of servo) or None (no position servo)."""
+        cfg, pos = self.ctx.config, ~self._current
+        if cfg is not None:
+            pos &= np.array([s.mode != "velocity" for s in cfg.servos])
+        imp = self._impedance[pos]
+        return None if not imp.size else "impedance" if imp.all() else "torque" if not imp.any() else "mixed"

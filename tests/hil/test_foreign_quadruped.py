@@ -141,3 +141,60 @@ def test_trot_pairs_the_feet_diagonally_whatever_order_they_are_listed_in(tmp_pa
     phase = dict(zip((f.link for f in ctrl.robot.feet), ctrl._gait().touchdown, strict=True))
     assert phase["FL_foot"] == phase["RR_foot"] and phase["FR_foot"] == phase["RL_foot"]
     assert abs(phase["FL_foot"] - phase["FR_foot"]) == pytest.approx(0.5)
+
+
+def _weakened_run(tmp_path, pwm_share: float) -> tuple[dict, dict]:
+    """``hold`` stands the robot; 1 s into the run every servo's PWM limit is cut to
+    ``pwm_share`` of its value (a weaker servo, a sagging supply), 2 s more; the summary and
+    the simulator's base state at the end."""
+    from servoloop.controller.config import load_config
+    from servoloop.controller.daemon import Daemon
+    from servoloop.controller.runtime import make_lockstep
+
+    cfg = load_config(_config(tmp_path))
+    lock = make_lockstep(cfg)
+    try:
+        plant = lock.virtual.engine.plant
+        advance = lock.clock.on_advance
+        cut = []
+
+        def on_advance(dt):
+            advance(dt)
+            if not cut and lock.virtual.time_s >= STARTUP_S + 1.0:
+                cut.append(lock.virtual.time_s)
+                for servo in lock.virtual.engine.servos:
+                    r = servo.info.reg["pwm_limit"]
+                    raw = int.from_bytes(bytes(servo.mem[r.address:r.address + r.size]), "little")
+                    servo.mem[r.address:r.address + r.size] = int(raw * pwm_share).to_bytes(r.size, "little")
+                    servo.refresh_actuation()
+
+        lock.clock.on_advance = on_advance
+        daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
+        summary = daemon.run(3.0)
+        end = plant.base_state()
+    finally:
+        lock.close()
+    return summary, end
+
+
+def test_a_robot_that_collapses_onto_its_belly_is_told_in_the_summary(tmp_path):
+    """Servos cut to 12 % of their PWM: the 13 kg robot sinks from 0.24 m onto its belly
+    (0.07 m) without tipping, so no fall; the run goes on to ``done`` (a warning, not a fault:
+    controller/fall.py says why) and the summary says it collapsed, with the heights.  Before,
+    nothing was said.  Cut to 30 % it sags to ~0.13 m, over half its height: no collapse."""
+    s, end = _weakened_run(tmp_path, 0.12)
+    assert s["state"] == "done" and not s["faults"], s["faults"]
+    assert end["base_position_in_world"][2] < 0.09                      # on its belly
+    assert max(abs(a) for a in end["base_rpy"][:2]) < 0.2              # not tipped
+    assert s["fall"] is None
+    said = [w for w in s["warnings"] if "collapsed" in w]
+    assert len(said) == 1, s["warnings"]
+    c = s["collapse"]
+    assert c["standing_height_m"] > 0.2 and c["height_m"] == pytest.approx(
+        end["base_position_in_world"][2], abs=0.02)
+    assert STARTUP_S + 1.0 < c["t_s"] < STARTUP_S + 2.0
+    assert f"{c['height_m']:.3f} m from {c['standing_height_m']:.3f} m" in said[0]
+
+    s, end = _weakened_run(tmp_path, 0.3)
+    assert 0.11 < end["base_position_in_world"][2] < 0.16                # sagged, not lying
+    assert s["collapse"] is None and not [w for w in s["warnings"] if "collapsed" in w]
