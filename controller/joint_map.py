@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["JointMap"]
+__all__ = ["JointMap", "position_only"]
 
 
 class JointMap:
@@ -132,3 +132,12 @@ class JointMap:
             tmp *= self.inv_kt
             np.multiply(tmp, self.direction, out=current_servo)
             np.clip(current_servo, self._current_floor, self.current_limit, out=current_servo)
+
+
+def position_only(servos) -> np.ndarray:
+    """(n,) bool: the servos in position mode that have no current control (no Goal Current
+    register: AX, MX on Protocol 1.0, XL-320), whose torque can only ride on the goal."""
+    from servoloop.firmware_bridge.control_table import get_table
+
+    return np.array([s.mode not in ("current", "velocity") and "goal_current" not in get_table(s.model)
+                     for s in servos], dtype=bool)

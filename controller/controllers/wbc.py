@@ -325,24 +325,18 @@ class WbcController(Controller):
                                     1.0 / np.where(kp > 0, kp, np.inf))
 
     def _impedance_joints(self, mode: str | None) -> np.ndarray:
-        """(n,) bool: the position servos whose goal rides on the posture (``impedance``).
-
-        ``position_servo`` set: every position servo takes it.  Unset: the servos without
-        current control (no Goal Current register: AX, MX on Protocol 1.0, XL-320) take
-        ``impedance``, the others ``torque``: under ``torque`` the ID's ~1 N m tick-to-tick steps
-        clipped at an AX-12A's 1.5 N m laid a hexapod on its belly (BENCHMARKS.md, "Robots we
-        did not ship"); under ``impedance`` it stands."""
-        n = self.ctx.n
+        """(n,) bool: the position servos whose goal rides on the posture (``impedance``): every
+        one when ``position_servo`` says so; unset, those without current control
+        (:func:`~controller.joint_map.position_only`): under ``torque`` the ID's ~1 N m
+        tick-to-tick steps clipped at an AX-12A's 1.5 N m laid a hexapod on its belly
+        (BENCHMARKS.md, "Robots we did not ship"); under ``impedance`` it stands."""
         if mode == "impedance":
             return ~self._current
         if mode == "torque" or self.ctx.config is None:
-            return np.zeros(n, dtype=bool)
-        from servoloop.firmware_bridge.control_table import get_table
+            return np.zeros(self.ctx.n, dtype=bool)
+        from servoloop.controller.joint_map import position_only
 
-        position_only = np.array([s.mode not in ("current", "velocity")
-                                  and "goal_current" not in get_table(s.model)
-                                  for s in self.ctx.config.servos])
-        return position_only & ~self._current
+        return position_only(self.ctx.config.servos) & ~self._current
 
     def _default_posture(self, measured=None) -> np.ndarray:
         """The posture param, else the last ``startup.via`` pose, else ``measured`` (n,) rad
