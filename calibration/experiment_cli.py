@@ -76,14 +76,22 @@ def _run(args) -> int:
     if args.report:
         _plot(args.report, recs, result)
     if args.json:
-        out = {k: result[k] for k in ("params", "stderr", "fit", "paper")}
+        out = {k: result[k] for k in ("params", "stderr", "fit", "paper", "warnings")}
         print(json.dumps(out, default=_plain))
     else:
         p, se = result["params"], result["stderr"]
         print(f"kp = {p['kp']:.4g} +- {se.get('kp', math.nan):.2g} N*m/rad   (regression on the steps: {result['paper']['kp']:.4g})")
+        for g in result["fit"]["per_gain"]:
+            if "kp_interval_95" in g:
+                lo, hi = g["kp_interval_95"]
+                more = " or more" if g["kp_profile"]["open_high"] else ""
+                print(f"  gain {g['gain']:g}: kp = {g['params']['kp']:.4g} N*m/rad, 95 % interval "
+                      f"{lo:.4g} to {hi:.4g}{more} (armature {g['params']['armature']:.2g} kg*m^2 free)")
         print(f"kd = {p['kd']:.4g} +- {se.get('kd', math.nan):.2g} N*m*s/rad (regression on the steps: {result['paper']['kd']:.4g})")
         print(f"kc = {p['kc']:.4g} +- {se.get('kc', math.nan):.2g} N*m       (regression on the steps: {result['paper']['kc']:.4g})")
         print(f"simulation MAE {result['fit']['mae_rad'] * 1e3:.2f} mrad; written {args.out}")
+    for w in result["warnings"]:
+        print(f"servoloop calibrate actuator: warning: {w}", file=sys.stderr)
     return 0
 
 
