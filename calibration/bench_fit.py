@@ -94,14 +94,20 @@ def refinement_substep(kd: float, inertia: float) -> float:
     return float(min(_SEARCH_SUBSTEP_S, max(_FINEST_SUBSTEP_S, 2.0 * _DAMPING_ERROR * inertia / kd)))
 
 
-def _bench_spec(rec: Recording, dt: float, torque_limit: float | None, substep_s: float = _SEARCH_SUBSTEP_S):
+def _bench_spec(rec: Recording, dt: float, torque_limit: float | None, substep_s: float = _SEARCH_SUBSTEP_S,
+                armature: float | None = None):
     spec = get_model("bench")
     free = list(spec.free)
+    fixed = dict(spec.fixed, substeps=max(1, int(math.ceil(dt / substep_s - 1e-9))))
     if rec.load_mgl() > 0.0:
         # where the pendulum hangs is not known in servo angles; gravity is an absolute torque
-        # reference, so the rotor's reflected inertia becomes identifiable too
-        free += ["q_offset", "armature"]
-    fixed = dict(spec.fixed, substeps=max(1, int(math.ceil(dt / substep_s - 1e-9))))
+        # reference, so the rotor's reflected inertia becomes identifiable too (how well:
+        # kp_inertia_profile)
+        free.append("q_offset")
+        if armature is None:
+            free.append("armature")
+    if armature is not None:
+        fixed["armature"] = float(armature)   # known (e.g. from a run that separated it)
     if rec.position_quantum > 0.0:
         free.append("reading_noise_ticks")  # compare with the expected whole-tick reading
     if torque_limit is not None:
@@ -178,13 +184,13 @@ def _search(spec, r: Recording, guesses: list) -> list:
     return sorted(found, key=lambda res: res.cost)
 
 
-def _refine(r: Recording, dt: float, torque_limit, found: list):
+def _refine(r: Recording, dt: float, torque_limit, found: list, armature: float | None = None):
     """The search's best optima polished at a fine step; on whole-tick readings reweighted by
     each reading's spread, the most likely result kept."""
     best = None
     for res in found[:_REFINED]:
-        inertia = r.load_inertia() + res.params.get("armature", 0.0)
-        spec = _bench_spec(r, dt, torque_limit, refinement_substep(res.params["kd"], inertia))
+        inertia = r.load_inertia() + res.params.get("armature", armature or 0.0)
+        spec = _bench_spec(r, dt, torque_limit, refinement_substep(res.params["kd"], inertia), armature)
         if r.position_quantum > 0.0:
             fit, score = fit_on_readings(spec, r, res.params)
         else:
@@ -312,28 +318,31 @@ def _separability_warning(rec: Recording, params: dict, prof: dict | None) -> st
             "step still well below the stall torque)")
 
 
-def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit) -> dict:
+def _identify_one(rec: Recording, dt: float, half_period: float, torque_limit, armature=None) -> dict:
     r = _from_first_step(resample(rec, dt))
     check_step_excitation(r)
     paper = fit_seed000([r], max_segment_s=half_period)
     short = fit_seed000([r], max_segment_s=_SHORT_WINDOW_S)
-    found = _search(_bench_spec(r, dt, torque_limit), r, [short, paper])
-    best, spec = _refine(r, dt, torque_limit, found)
+    found = _search(_bench_spec(r, dt, torque_limit, armature=armature), r, [short, paper])
+    best, spec = _refine(r, dt, torque_limit, found, armature)
     _check_identified(r, best)
     mae = simulation_mae(spec, best.params, r)
     h = dt / spec.fixed["substeps"]
     prof = kp_inertia_profile(r, spec, best.params)
     return {"gain": rec.kp_fw, "params": best.params, "stderr": best.stderr, "mae_rad": mae,
-            "paper": paper, "samples": r.n, "substep_s": h, "kp_profile": prof,
+            "paper": paper, "samples": r.n, "substep_s": h, "kp_profile": prof, "armature": armature,
             "warning": _separability_warning(r, best.params, prof)}
 
 
 def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float = BENCH_DT_S,
-                   torque_limit: float | None = None) -> dict:
+                   torque_limit: float | None = None, armature: float | None = None) -> dict:
     """Identification result in the CLI's JSON shape.
 
     torque_limit : float, optional
         Known saturation of the drive [N*m] (else fitted).
+    armature : float, optional
+        Known reflected rotor inertia [kg*m^2], added to the load's; on a pendulum
+        it is otherwise fitted, and kp is then only as sharp as the profile says.
 
     Returns
     -------
@@ -347,10 +356,14 @@ def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float =
     """
     if not recs:
         raise FitError("no recordings to identify")
-    per_gain = [_identify_one(r, dt, half_period, torque_limit) for r in recs]
+    if armature is not None and not (math.isfinite(armature) and armature >= 0.0):
+        raise ValueError(f"armature must be a finite number >= 0 kg*m^2, got {armature}")
+    per_gain = [_identify_one(r, dt, half_period, torque_limit, armature) for r in recs]
     first = per_gain[0]
     params = dict(first["params"])
     params["kp_by_gain"] = {str(int(g["gain"])): g["params"]["kp"] for g in per_gain}
+    if armature is not None:
+        params["armature"] = float(armature)      # given, not fitted: the report still says which
     return {
         "params": params,
         "stderr": first["stderr"],
@@ -363,6 +376,7 @@ def identify_bench(recs: list[Recording], half_period: float = 0.67, dt: float =
             "per_gain": [{"gain": g["gain"], "params": g["params"], "stderr": g["stderr"],
                           "mae_rad": g["mae_rad"], "substep_s": g["substep_s"],
                           "paper": g["paper"].params(), "paper_stderr": g["paper"].stderr,
+                          **({"armature_fixed": g["armature"]} if g["armature"] is not None else {}),
                           **({"kp_interval_95": [g["kp_profile"]["kp_low"], g["kp_profile"]["kp_high"]],
                               "kp_profile": g["kp_profile"]} if g["kp_profile"] else {})}
                          for g in per_gain],

@@ -50,6 +50,8 @@ def _run(args) -> int:
     from servoloop.calibration.recording import save_recording
 
     load = parse_load(args.load, args.inertia)
+    if args.armature is not None and not (math.isfinite(args.armature) and args.armature >= 0.0):
+        raise ValueError(f"--armature must be a finite number >= 0 kg*m^2, got {args.armature}")
     gains = [int(g) for g in args.gains.split(",")] if args.gains else None
     raw_dir = _raw_dir(args)
     raw_files: list[str] = []
@@ -67,7 +69,7 @@ def _run(args) -> int:
         servo = {"simulated": args.simulate}
     else:
         recs, torque_limit, servo = _hardware(args, load, gains, keep)
-    result = identify_bench(recs, half_period=args.half_period, torque_limit=torque_limit)
+    result = identify_bench(recs, half_period=args.half_period, torque_limit=torque_limit, armature=args.armature)
     result["data"] = {"raw": raw_files, "load": load.describe(), "servo": servo,
                       "half_period_s": args.half_period, "cycles": args.cycles}
     from servoloop.calibration.report import write_yaml
@@ -158,7 +160,7 @@ def _plot(path, recs, result):
     runs = []
     for rec, g in zip(recs, result["fit"]["per_gain"], strict=True):
         r = resample(rec, BENCH_DT_S)
-        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"), g["substep_s"])
+        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"), g["substep_s"], g.get("armature_fixed"))
         spec = dataclasses.replace(spec, free=tuple(k for k in spec.free if k in g["params"]))
         q, _, _ = simulate_recording(spec, g["params"], r)
         runs.append({"name": Path(rec.path).name, "t": r.t, "goal": r.goal, "measured": r.position,
