@@ -67,7 +67,7 @@ _REFINED = 1
 # armature values the kp / inertia profile refits at, as multiples of the load's inertia (the
 # fitted value is added); BAM's XL330 armature, 1.8e-3 kg*m^2, is ~1x a 0.2 kg, 0.1 m pendulum
 _PROFILE_ARMATURE = (0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
-_PROFILE_NFEV = 40
+_PROFILE_NFEV = 20
 # chi-square, one degree of freedom, 95 %: the profile's threshold
 _CHI2_1_95 = 3.841
 #: kp's 95 % interval wider than this fraction of kp: "not separable from the inertia" warning
@@ -267,7 +267,7 @@ def kp_inertia_profile(r: Recording, spec, params: dict) -> dict | None:
     # outward from the fit, each point started from its inner neighbour's optimum (scaled
     # along the valley): a continuation.  Started from the fit itself, refits far out stopped
     # in local minima of the stick-slip objective (on the trial's gain 800 the interval ended
-    # at kp 14.9 instead of 17.9 N*m/rad, the valley being flat to 20.6)
+    # at kp 14.9 instead of 17.6 N*m/rad, the valley being flat to 20.7)
     fitted = dict(params, armature=a_fit)
     centre = min(range(len(grid)), key=lambda i: abs(grid[i] - a_fit))
     done = {centre: refit(grid[centre], fitted)}
