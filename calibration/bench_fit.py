@@ -162,10 +162,17 @@ def check_step_excitation(r: Recording, min_samples: int = 3) -> float:
 
 
 def _check_identified(r: Recording, res) -> None:
-    """kp and kd must be determined by the data (a light load leaves only their ratio)."""
+    """kp and kd must be determined by the data (a light load leaves only their ratio; on a
+    pendulum, the fitted armature can leave only kp / inertia)."""
     for k in ("kp", "kd"):
         v, se = res.params[k], res.stderr.get(k, math.nan)
         if not (math.isfinite(se) and se > 0.0 and se < 0.25 * abs(v)):
+            if "armature" in res.params:
+                raise RecordingUnexcitedError(
+                    r.path, f"{k} is not determined by this run ({k} = {v:.4g} +- {se:.2g}, the rotor's "
+                    f"armature {res.params['armature']:.2g} kg*m^2 fitted with it): the square wave fixes "
+                    f"{k} / inertia, and gravity's torque over the step does not split them; give the "
+                    "armature (--armature) or run a lower gain at a larger --amplitude")
             raise RecordingUnexcitedError(
                 r.path, f"{k} is not determined by this run ({k} = {v:.4g} +- {se:.2g}): the load is too light "
                 "to excite the dynamics (inertia plays no part in the step response); add inertia")
