@@ -247,6 +247,9 @@ def _add_actuator(csub):
     p.add_argument("--half-period", type=float, default=0.67, help="half period of the square wave, s (default 0.67)")
     p.add_argument("--amplitude", type=float, default=None, help="rad (default: from a pilot step)")
     p.add_argument("--cycles", type=int, default=8, help="square-wave periods per gain (default 8)")
+    p.add_argument("--armature", type=float, default=None, metavar="KG_M2",
+                   help="the rotor's reflected inertia, kg*m^2, if known (e.g. from a run that separated "
+                        "it); on a pendulum it is otherwise fitted, and kp comes with a 95 %% interval")
     p.add_argument("--gains", default=None, help="firmware position gains, comma list (AX: compliance slopes)")
     p.add_argument("--out", required=True, metavar="PARAMS.yaml")
     p.add_argument("--report", metavar="REPORT.png")

@@ -50,6 +50,8 @@ def _run(args) -> int:
     from servoloop.calibration.recording import save_recording
 
     load = parse_load(args.load, args.inertia)
+    if args.armature is not None and not (math.isfinite(args.armature) and args.armature >= 0.0):
+        raise ValueError(f"--armature must be a finite number >= 0 kg*m^2, got {args.armature}")
     gains = [int(g) for g in args.gains.split(",")] if args.gains else None
     raw_dir = _raw_dir(args)
     raw_files: list[str] = []
@@ -67,7 +69,7 @@ def _run(args) -> int:
         servo = {"simulated": args.simulate}
     else:
         recs, torque_limit, servo = _hardware(args, load, gains, keep)
-    result = identify_bench(recs, half_period=args.half_period, torque_limit=torque_limit)
+    result = identify_bench(recs, half_period=args.half_period, torque_limit=torque_limit, armature=args.armature)
     result["data"] = {"raw": raw_files, "load": load.describe(), "servo": servo,
                       "half_period_s": args.half_period, "cycles": args.cycles}
     from servoloop.calibration.report import write_yaml
@@ -76,14 +78,22 @@ def _run(args) -> int:
     if args.report:
         _plot(args.report, recs, result)
     if args.json:
-        out = {k: result[k] for k in ("params", "stderr", "fit", "paper")}
+        out = {k: result[k] for k in ("params", "stderr", "fit", "paper", "warnings")}
         print(json.dumps(out, default=_plain))
     else:
         p, se = result["params"], result["stderr"]
         print(f"kp = {p['kp']:.4g} +- {se.get('kp', math.nan):.2g} N*m/rad   (regression on the steps: {result['paper']['kp']:.4g})")
+        for g in result["fit"]["per_gain"]:
+            if "kp_interval_95" in g:
+                lo, hi = g["kp_interval_95"]
+                more = " or more" if g["kp_profile"]["open_high"] else ""
+                print(f"  gain {g['gain']:g}: kp = {g['params']['kp']:.4g} N*m/rad, 95 % interval "
+                      f"{lo:.4g} to {hi:.4g}{more} (armature {g['params']['armature']:.2g} kg*m^2 free)")
         print(f"kd = {p['kd']:.4g} +- {se.get('kd', math.nan):.2g} N*m*s/rad (regression on the steps: {result['paper']['kd']:.4g})")
         print(f"kc = {p['kc']:.4g} +- {se.get('kc', math.nan):.2g} N*m       (regression on the steps: {result['paper']['kc']:.4g})")
         print(f"simulation MAE {result['fit']['mae_rad'] * 1e3:.2f} mrad; written {args.out}")
+    for w in result["warnings"]:
+        print(f"servoloop calibrate actuator: warning: {w}", file=sys.stderr)
     return 0
 
 
@@ -150,7 +160,7 @@ def _plot(path, recs, result):
     runs = []
     for rec, g in zip(recs, result["fit"]["per_gain"], strict=True):
         r = resample(rec, BENCH_DT_S)
-        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"), g["substep_s"])
+        spec = _bench_spec(r, BENCH_DT_S, g["params"].get("torque_limit"), g["substep_s"], g.get("armature_fixed"))
         spec = dataclasses.replace(spec, free=tuple(k for k in spec.free if k in g["params"]))
         q, _, _ = simulate_recording(spec, g["params"], r)
         runs.append({"name": Path(rec.path).name, "t": r.t, "goal": r.goal, "measured": r.position,

@@ -92,3 +92,21 @@ def test_sample_weights_drop_samples():
     assert res.params["kd"] == pytest.approx(0.3069, rel=1e-4)
     with pytest.raises(FitError, match="unknown loss 'cauchy'"):
         fit_output_error(spec, [rec], start, method="lsq", loss="cauchy")
+
+
+def test_undetermined_kp_on_a_pendulum_names_the_armature_not_a_light_load():
+    """kp +- 100 % with the armature fitted: the message says what trades against kp and what to
+    give, not "the load is too light" (a real-time run of the 0.2 kg, 0.1 m pendulum said that)."""
+    from types import SimpleNamespace
+
+    from servoloop.calibration.bench_fit import _check_identified
+    from servoloop.calibration.errors import RecordingUnexcitedError
+
+    rec = simulate_square_wave(5.0, 0.25, 0.025, LoadSpec(mass=0.2, length=0.1), cycles=1)
+    res = SimpleNamespace(params={"kp": 5.2, "kd": 0.28, "armature": 6e-4}, stderr={"kp": 5.2, "kd": 0.01})
+    with pytest.raises(RecordingUnexcitedError, match=r"kp / inertia.*--armature.*--amplitude") as info:
+        _check_identified(rec, res)
+    assert "too light" not in str(info.value) and "kp = 5.2 +- 5.2" in str(info.value)
+    bare = SimpleNamespace(params={"kp": 5.2, "kd": 0.28}, stderr={"kp": 5.2, "kd": 0.01})
+    with pytest.raises(RecordingUnexcitedError, match="too light"):
+        _check_identified(rec, bare)

@@ -56,7 +56,8 @@ def test_actuator_simulated_json(capsys, tmp_path):
                                "--out", str(tmp_path / "params.yaml"), "--json"])
     assert rc == 0
     res = json.loads(out)
-    assert set(res) == {"params", "stderr", "fit", "paper"}
+    assert set(res) == {"params", "stderr", "fit", "paper", "warnings"}
+    assert res["warnings"] == []          # a bare inertia: no armature to trade kp against
     assert res["params"]["kp"] == pytest.approx(9.272, rel=0.03)
     assert res["params"]["kd"] == pytest.approx(0.3069, rel=0.03)
     assert list((tmp_path / "params_raw").glob("*.npz"))
@@ -69,6 +70,15 @@ def test_actuator_needs_port_or_simulate(capsys, tmp_path):
     rc, _, err = _run(capsys, ["calibrate", "actuator", "--id", "1", "--load", "pendulum:x:0.1",
                                "--out", str(tmp_path / "p.yaml"), "--simulate", "1,1,1"])
     assert rc == 2 and "MASS and LENGTH" in err
+
+
+@pytest.mark.parametrize("value", ["-1e-3", "nan", "inf"])
+def test_actuator_bad_armature_exit_2_before_any_run(capsys, tmp_path, value):
+    rc, _, err = _run(capsys, ["calibrate", "actuator", "--id", "1", "--load", "pendulum:0.2:0.1",
+                               f"--armature={value}", "--simulate", "1,0.1,0.01",
+                               "--out", str(tmp_path / "p.yaml")])
+    assert rc == 2 and "--armature must be a finite number >= 0 kg*m^2" in err
+    assert not (tmp_path / "p_raw").exists()      # refused before the experiment
 
 
 def test_actuator_light_load_is_a_clear_error_raw_kept(capsys, tmp_path):
