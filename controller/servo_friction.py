@@ -83,59 +83,63 @@ def servo_friction(cfg) -> ServoFriction:
     return ServoFriction(figures, sources)
 
 
+def _grouped(cfg, figures: tuple[str, str], names: tuple[str, ...], sources: slice) -> list[dict]:
+    """The servos grouped by their two ``figures`` (ServoFriction attributes) and those
+    figures' ``sources``, in config order: ``{names[0], names[1], names[2], names[3] (the two
+    sources), "joints"}``."""
+    f = servo_friction(cfg)
+    a, b = (getattr(f, name) for name in figures)
+    groups: dict[tuple, dict] = {}
+    for s, x, y, src in zip(cfg.servos, a, b, f.sources, strict=True):
+        src = src[sources]
+        entry = groups.setdefault((float(x), float(y), src), dict(zip(names, (float(x), float(y), *src), strict=True)))
+        entry.setdefault("joints", []).append(s.joint)
+    return list(groups.values())
+
+
+def _line(entry: dict, keys: tuple[str, ...], labels: tuple[str, str], units: tuple[str, str]) -> str:
+    """One grouped entry as a line: the two figures, their sources (one when the same), joints."""
+    joints = entry["joints"]
+    on = f"{len(joints)} joints" if len(joints) > 3 else ", ".join(joints)
+    src = entry[keys[2]] if entry[keys[2]] == entry[keys[3]] else \
+        f"{labels[0]}: {entry[keys[2]]}; {labels[1]}: {entry[keys[3]]}"
+    return (f"{labels[0]} {entry[keys[0]]:.4g} {units[0]}, {labels[1]} {entry[keys[1]]:.4g} {units[1]} "
+            f"({src}) on {on}")
+
+
+_FRICTION = ("coulomb_nm", "viscous_nm_s_per_rad", "coulomb_source", "viscous_source")
+_LAW = ("kd_nm_s_per_rad", "armature_kg_m2", "kd_source", "armature_source")
+
+
 def friction_summary(cfg, log=None) -> list[dict]:
     """The friction in use, one entry per distinct (figures, sources), in config order:
     ``{"coulomb_nm", "viscous_nm_s_per_rad", "coulomb_source", "viscous_source", "joints"}``
     (the run summary's and ``servoloop status``'s ``friction``); each said at info level on
     ``log`` (a logging.Logger) when given (the daemon's startup log)."""
-    f = servo_friction(cfg)
-    groups: dict[tuple, dict] = {}
-    for s, kc, b, src in zip(cfg.servos, f.coulomb_nm, f.viscous_nm_s_per_rad, f.sources, strict=True):
-        src = src[:2]
-        key = (float(kc), float(b), src)
-        entry = groups.setdefault(key, {"coulomb_nm": float(kc), "viscous_nm_s_per_rad": float(b),
-                                        "coulomb_source": src[0], "viscous_source": src[1], "joints": []})
-        entry["joints"].append(s.joint)
-    for entry in groups.values() if log is not None else ():
+    groups = _grouped(cfg, ("coulomb_nm", "viscous_nm_s_per_rad"), _FRICTION, slice(0, 2))
+    for entry in groups if log is not None else ():
         log.info("friction: %s", friction_text(entry))
-    return list(groups.values())
+    return groups
 
 
 def friction_text(entry: dict) -> str:
     """One summary entry as a line: figures, sources, joints."""
-    joints = entry["joints"]
-    on = f"{len(joints)} joints" if len(joints) > 3 else ", ".join(joints)
-    src = entry["coulomb_source"] if entry["coulomb_source"] == entry["viscous_source"] else \
-        f"Coulomb: {entry['coulomb_source']}; viscous: {entry['viscous_source']}"
-    return (f"Coulomb {entry['coulomb_nm']:.4g} N*m, viscous {entry['viscous_nm_s_per_rad']:.4g} N*m*s/rad "
-            f"({src}) on {on}")
+    return _line(entry, _FRICTION, ("Coulomb", "viscous"), ("N*m", "N*m*s/rad"))
 
 
 def law_summary(cfg, log=None) -> list[dict]:
     """The servo law's damping and armature in use, grouped as :func:`friction_summary`:
     ``{"kd_nm_s_per_rad", "armature_kg_m2", "kd_source", "armature_source", "joints"}`` (the
     run summary's and ``servoloop status``'s ``servo_law``)."""
-    f = servo_friction(cfg)
-    groups: dict[tuple, dict] = {}
-    for s, kd, arm, src in zip(cfg.servos, f.kd_nm_s_per_rad, f.armature_kg_m2, f.sources, strict=True):
-        src = src[2:]
-        entry = groups.setdefault((float(kd), float(arm), src), {
-            "kd_nm_s_per_rad": float(kd), "armature_kg_m2": float(arm),
-            "kd_source": src[0], "armature_source": src[1], "joints": []})
-        entry["joints"].append(s.joint)
-    for entry in groups.values() if log is not None else ():
+    groups = _grouped(cfg, ("kd_nm_s_per_rad", "armature_kg_m2"), _LAW, slice(2, 4))
+    for entry in groups if log is not None else ():
         log.info("servo law: %s", law_text(entry))
-    return list(groups.values())
+    return groups
 
 
 def law_text(entry: dict) -> str:
     """One :func:`law_summary` entry as a line: figures, sources, joints."""
-    joints = entry["joints"]
-    on = f"{len(joints)} joints" if len(joints) > 3 else ", ".join(joints)
-    src = entry["kd_source"] if entry["kd_source"] == entry["armature_source"] else \
-        f"damping: {entry['kd_source']}; armature: {entry['armature_source']}"
-    return (f"damping {entry['kd_nm_s_per_rad']:.4g} N*m*s/rad, armature {entry['armature_kg_m2']:.4g} kg*m^2 "
-            f"({src}) on {on}")
+    return _line(entry, _LAW, ("damping", "armature"), ("N*m*s/rad", "kg*m^2"))
 
 
 def print_friction(summary: dict) -> None:
