@@ -24,9 +24,7 @@ import pytest
 from servoloop.calibration.cli import main as calibrate
 from servoloop.controller.calibration_file import apply_calibration, load_calibration
 from servoloop.controller.config import ControllerConfig, builtin_config
-from servoloop.controller.daemon import Daemon
-from servoloop.controller.runtime import make_lockstep
-from servoloop.virtual_bus.robot_plant import make_plant
+from tests.hil.test_daemon_trot_calibrated_friction import trot_recorded
 
 pytestmark = pytest.mark.hil
 
@@ -49,34 +47,12 @@ def calibration(tmp_path_factory):
 def swing_errors(cfg):
     """Each swinging foot's distance from its swing reference [m] (the controller's view; the
     reference of the tick before, the one the torques were for), every swing tick after 0.5 s,
-    trotting at 0.1 m/s for 2.5 s on the robot damped TRUE_KD; the summary."""
-    plant = make_plant([(s.id, s.model) for s in cfg.servos], "quadruped")
-    plant.set_servo_law(kd=TRUE_KD)          # the robot's servos: damped more than the model's
-    lock = make_lockstep(cfg, plant=plant)
-    swing, feet, ref = [], [], []
-    try:
-        daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
-        ctl = daemon.controller
-        robot, step = ctl.robot, ctl.core.step
-
-        def recorded(q, v, tg):
-            tau = step(q, v, tg)
-            robot.kinematics(q)
-            feet.append([robot.foot_position(f).copy() for f in robot.feet])
-            ref.append(tg.swing_position.copy())
-            swing.append(~tg.stance)
-            return tau
-
-        ctl.core.step = recorded
-        summary = daemon.run(2.5)
-        summary["status_servo_law"] = daemon.status()["servo_law"]     # servoloop status's
-    finally:
-        lock.close()
-    assert summary["state"] == "done", summary["faults"]
-    swing, feet, ref = (np.array(a) for a in (swing, feet, ref))
+    trotting at 0.1 m/s for 2.5 s on the robot damped TRUE_KD (more than the model's); the
+    summary."""
+    stance, feet, ref, summary = trot_recorded(cfg, "servo_law", kd=TRUE_KD)
     err = np.linalg.norm(feet[1:] - ref[:-1], axis=-1)
     late = np.arange(1, len(feet)) > round(0.5 * cfg.loop.rate_hz)
-    return err[swing[1:] & late[:, None]], summary
+    return err[~stance[1:] & late[:, None]], summary
 
 
 def test_the_calibrated_damping_keeps_the_swinging_feet_on_their_reference(calibration):

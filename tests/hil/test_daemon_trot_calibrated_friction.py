@@ -43,13 +43,15 @@ def calibration(tmp_path_factory):
     return load_calibration(out)
 
 
-def touchdown_errors(cfg):
-    """Foot over its swing reference at each planned touchdown after 0.5 s [m] (the
-    controller's view), trotting at 0.1 m/s for 2.5 s on the robot with TRUE_KC; the summary."""
+def trot_recorded(cfg, status_key: str, **law):
+    """Trot ``cfg`` at 0.1 m/s for 2.5 s in lockstep on the quadruped whose servos have the
+    figures ``law`` (``RobotPlant.set_servo_law``); per tick, as the controller saw it, the
+    stance flags (T, 4), the feet (T, 4, 3) [m] and their swing reference (T, 4, 3) [m]; the
+    summary, with ``servoloop status``'s ``status_key`` as ``"status_" + status_key``."""
     plant = make_plant([(s.id, s.model) for s in cfg.servos], "quadruped")
-    plant.set_servo_law(kc=TRUE_KC)   # the robot's servos: more gearbox friction than the model's
+    plant.set_servo_law(**law)
     lock = make_lockstep(cfg, plant=plant)
-    stance, z, ref = [], [], []
+    stance, feet, ref = [], [], []
     try:
         daemon = Daemon(cfg, lock.bus, lock.clock, telemetry_path=None, socket_path=None)
         ctl = daemon.controller
@@ -58,18 +60,26 @@ def touchdown_errors(cfg):
         def recorded(q, v, tg):
             tau = step(q, v, tg)
             robot.kinematics(q)
-            z.append([robot.foot_position(f)[2] for f in robot.feet])
-            ref.append(tg.swing_position[:, 2].copy())
+            feet.append([robot.foot_position(f).copy() for f in robot.feet])
+            ref.append(tg.swing_position.copy())
             stance.append(tg.stance.copy())
             return tau
 
         ctl.core.step = recorded
         summary = daemon.run(2.5)
-        summary["status_friction"] = daemon.status()["friction"]     # servoloop status's
+        summary["status_" + status_key] = daemon.status()[status_key]     # servoloop status's
     finally:
         lock.close()
     assert summary["state"] == "done", summary["faults"]
-    stance, z, ref = (np.array(a) for a in (stance, z, ref))
+    return np.array(stance), np.array(feet), np.array(ref), summary
+
+
+def touchdown_errors(cfg):
+    """Foot over its swing reference at each planned touchdown after 0.5 s [m] (the
+    controller's view), trotting at 0.1 m/s for 2.5 s on the robot with TRUE_KC (more gearbox
+    friction than the model's); the summary."""
+    stance, feet, ref, summary = trot_recorded(cfg, "friction", kc=TRUE_KC)
+    z, ref = feet[..., 2], ref[..., 2]
     out = []
     for i in range(stance.shape[1]):
         lands = np.flatnonzero(np.diff((~stance[:, i]).astype(int)) == -1) + 1
